@@ -1,0 +1,3 @@
+from hsisim.cli import main
+
+main()

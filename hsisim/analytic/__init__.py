@@ -1,0 +1,1 @@
+"""Pure component models (no SimPy): compute, memory, collectives, data pipeline, checkpoints."""

@@ -1,0 +1,1 @@
+"""Presentation: terminal tables (and, later, figures and report.md)."""

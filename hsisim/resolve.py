@@ -1,0 +1,255 @@
+"""Resolve a scenario against the catalog (and a calibration profile) into a ``Job`` of plain numbers.
+
+This is where the analytic component models meet the user's choices. The simulation layer only
+ever sees a ``Job``: it never reads YAML or the catalog.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hsisim import catalog
+from hsisim.analytic import checkpoint as ckpt
+from hsisim.analytic import collectives, compute, datapipe, memory
+from hsisim.errors import HsisimInputError
+from hsisim.scenario import Price, Scenario
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything the simulator needs, in seconds, bytes and USD."""
+
+    nodes: int
+    gpus_per_node: int
+    accumulation: int  # micro-steps per optimizer step
+    micro_batch: int  # after any memory-driven shrink
+    steps_per_epoch: int
+    total_steps: int
+    # step level (per micro-step unless stated)
+    compute_s: float  # mean fwd+bwd(+opt share) of one micro-step, incl. any shrink penalty
+    stall_share: float  # share of compute_s caused by a shrunk micro-batch (→ t_stall)
+    compute_cv: float
+    batch_build_s: float  # one worker building one micro-batch
+    batch_build_cv: float
+    h2d_s: float
+    num_workers: int
+    prefetch_factor: int
+    persistent_workers: bool
+    worker_start_s: float
+    comm_exposed_s: float  # per optimizer step
+    comm_total_s: float
+    timed: bool = False  # step components given by `timings`, not modelled
+    # run level
+    ckpt_bytes: float = 0.0
+    ckpt_write_s: float = 0.0
+    ckpt_snapshot_s: float = 0.0
+    ckpt_restore_s: float = 0.0
+    oom_retry_s: float = 0.0  # one-time: failed attempts before the micro-batch was shrunk
+    price_usd_per_node_hour: float = 0.0
+    on_demand_usd_per_node_hour: float = 0.0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def world(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+def resolve(sc: Scenario) -> Job:
+    """Build the ``Job`` for scenario ``sc``; raises ``HsisimInputError`` for impossible choices."""
+    inst = catalog.instance(sc.cluster.instance)
+    gpu = catalog.gpu(inst.gpu)
+    ds = catalog.dataset(sc.dataset.name)
+    minfo = catalog.model(sc.model.name)
+    cpu = catalog.cpu()
+    notes: list[str] = []
+    world = sc.cluster.nodes * inst.gpus
+    out_bands = _model_bands(sc, ds, minfo)
+    stats = minfo.stats(out_bands, sc.dataset.patch, ds.classes)
+
+    tr = sc.training
+    if tr.global_batch % (tr.micro_batch * world):
+        raise HsisimInputError(
+            f"global batch {tr.global_batch} is not a multiple of micro_batch × GPUs = "
+            f"{tr.micro_batch} × {world}", key="training.global_batch")
+    micro, act_ckpt, retries = _fit_memory(sc, stats, gpu, world, notes)
+    accumulation = tr.global_batch // (micro * world)
+    samples = math.floor(ds.labelled * sc.dataset.train_fraction) * tr.repeats
+    steps_per_epoch = samples // tr.global_batch
+    if steps_per_epoch < 1:
+        raise HsisimInputError(f"an epoch of {samples} samples is smaller than one global batch of "
+                               f"{tr.global_batch}", key="training.global_batch")
+    total_steps = tr.steps if tr.steps is not None else steps_per_epoch * (tr.epochs or 1)
+
+    precision = sc.model.precision
+    states = memory.state_bytes_per_param(precision, sc.model.optimizer)
+    opt_bytes = 3 * states["optimizer"] + 2 * states["weights"] + states["grads"]  # read p,g,m,v; write p,m,v
+    act_bytes = stats.act_elems * memory.activation_bytes_per_element(precision)
+    cost = compute.roofline_cost(
+        fwd_flops=stats.fwd_flops, act_bytes=act_bytes, params=stats.params, ops=stats.ops,
+        peak_flops=gpu.peak_flops[precision], efficiency=minfo.efficiency,
+        mem_bw_bytes_per_s=gpu.mem_bw_bytes_per_s, optimizer_bytes_per_param=opt_bytes,
+        activation_checkpointing=act_ckpt)
+    cost = _calibrated(sc, cost, gpu, notes)
+    requested = cost.time(tr.micro_batch) * (tr.global_batch // (tr.micro_batch * world))
+    used = cost.time(micro) * accumulation
+    stall_share = max(0.0, (used - requested) / used) if micro != tr.micro_batch else 0.0
+    # the optimizer runs once per optimizer step; spread over micro-steps for the step model
+    compute_s = used / accumulation
+
+    intra, net = catalog.link(inst.intra), catalog.link(inst.network)
+    topo = collectives.Topology(sc.cluster.nodes, inst.gpus, intra.latency_s, intra.effective_bytes_per_s,
+                                net.latency_s, net.effective_bytes_per_s)
+    grad_bytes = stats.params * states["grads"]
+    backward = cost.time(micro) * 2.0 / 3.0
+    # ZeRO-1/2 replace the all-reduce by reduce-scatter + all-gather: the same bytes on the wire
+    comm_total, comm_exposed = collectives.ddp_exposed(
+        grad_bytes, backward, lambda s: collectives.allreduce(s, topo, sc.cluster.collective))
+    if sc.model.zero_stage == 3:  # parameter all-gathers in forward and backward, not overlapped
+        gather = 2 * collectives.allgather(stats.params * states["weights"], world,
+                                           max(intra.latency_s, net.latency_s),
+                                           min(intra.effective_bytes_per_s, net.effective_bytes_per_s)
+                                           if sc.cluster.nodes > 1 else intra.effective_bytes_per_s)
+        comm_total += gather * accumulation
+        comm_exposed += gather * accumulation
+
+    # data pipeline
+    fs = catalog.storage("nfs", key="dataset.storage")
+    readers = max(1, sc.loader.num_workers) * world
+    sample = datapipe.sample_cost(
+        patch=sc.dataset.patch, bands=ds.bands, out_bands=out_bands, preprocess=sc.dataset.preprocess,
+        pca=minfo.spectral_input == "pca", storage=sc.dataset.storage, augmentation=sc.dataset.augmentation,
+        cpu=cpu, fs_latency_s=fs.latency_s, fs_share_bw=fs.read_bw_bytes_per_s / readers)
+    sample_bytes = sc.dataset.patch**2 * out_bands * datapipe.FLOAT_BYTES
+    build = datapipe.batch_build_seconds(sample.total, micro, sample_bytes, cpu)
+    if sc.loader.num_workers:
+        build *= datapipe.core_slowdown(sc.loader.num_workers, inst.gpus, inst.vcpus)
+    pcie = catalog.link(gpu.pcie)
+    h2d = datapipe.h2d_seconds(sample_bytes * micro, pcie.effective_bytes_per_s, sc.loader.pin_memory,
+                               cpu.copy_bw_bytes_per_s)
+
+    # checkpoints
+    cbytes = ckpt.checkpoint_bytes(stats.params, precision, sc.model.optimizer)
+    store = catalog.storage(sc.checkpoint.storage)
+    writers = sc.cluster.nodes if sc.model.zero_stage >= 1 else 1
+    write = sc.checkpoint.write_time if sc.checkpoint.write_time is not None else \
+        ckpt.write_seconds(cbytes, store.write_bw_bytes_per_s, store.latency_s, writers)
+    restore = sc.checkpoint.restore_time if sc.checkpoint.restore_time is not None else \
+        ckpt.write_seconds(cbytes, store.read_bw_bytes_per_s, store.latency_s, writers)
+    snapshot = cbytes / world ** (sc.model.zero_stage >= 1) / pcie.effective_bytes_per_s
+
+    on_demand = _price(sc.cost.on_demand_price, inst.on_demand_usd_per_hour, inst.on_demand_usd_per_hour)
+    price = on_demand
+    if sc.cluster.market == "spot":
+        assert sc.spot is not None
+        price = _price(sc.cost.spot_price, on_demand, on_demand)
+        notes.append("spot interruptions are not simulated yet (the spot section is validated, billing uses "
+                     "the spot price, and checkpoint intervals use its MTBF)")
+
+    job = Job(
+        nodes=sc.cluster.nodes, gpus_per_node=inst.gpus, accumulation=accumulation, micro_batch=micro,
+        steps_per_epoch=steps_per_epoch, total_steps=total_steps,
+        compute_s=compute_s, stall_share=stall_share, compute_cv=cost.cv,
+        batch_build_s=build, batch_build_cv=0.0, h2d_s=h2d,
+        num_workers=sc.loader.num_workers, prefetch_factor=sc.loader.prefetch_factor,
+        persistent_workers=sc.loader.persistent_workers, worker_start_s=cpu.worker_start_s,
+        comm_exposed_s=comm_exposed, comm_total_s=comm_total,
+        ckpt_bytes=cbytes, ckpt_write_s=write, ckpt_snapshot_s=snapshot, ckpt_restore_s=restore,
+        oom_retry_s=retries * cost.time(tr.micro_batch) / 3.0,
+        price_usd_per_node_hour=price, on_demand_usd_per_node_hour=on_demand, notes=tuple(notes))
+    if sc.timings is not None:
+        job = _timed(job, sc)
+    return job
+
+
+def _model_bands(sc: Scenario, ds: catalog.Dataset, minfo: catalog.ModelInfo) -> int:
+    if minfo.spectral_input == "pca":
+        if sc.dataset.pca_components is None:
+            raise HsisimInputError(f"{minfo.display} takes PCA components: set dataset.pca_components",
+                                   key="dataset.pca_components")
+        if sc.dataset.pca_components > ds.bands:
+            raise HsisimInputError(f"{sc.dataset.pca_components} PCA components exceed the {ds.bands} bands "
+                                   f"of {ds.display}", key="dataset.pca_components")
+        return sc.dataset.pca_components
+    return sc.dataset.pca_components or ds.bands
+
+
+def _fit_memory(sc: Scenario, stats: catalog.ModelStats, gpu: catalog.GPU, world: int,
+                notes: list[str]) -> tuple[int, bool, int]:
+    """(micro_batch, activation_checkpointing, OOM retries) after applying ``memory.on_oom``."""
+    micro, act_ckpt = sc.training.micro_batch, sc.model.activation_checkpointing
+
+    def need(b: int, ac: bool) -> float:
+        return memory.breakdown(
+            params=stats.params, act_elems=stats.act_elems, layers=stats.ops, micro_batch=b,
+            precision=sc.model.precision, optimizer=sc.model.optimizer, zero_stage=sc.model.zero_stage,
+            world=world, activation_checkpointing=ac, workspace=sc.memory.workspace,
+            context=sc.memory.context, fragmentation=sc.memory.fragmentation).total
+
+    gib = 2**30
+    if need(micro, act_ckpt) <= gpu.memory_bytes:
+        return micro, act_ckpt, 0
+    first = need(micro, act_ckpt)
+    if sc.memory.on_oom == "activation_checkpointing" and not act_ckpt and need(micro, True) <= gpu.memory_bytes:
+        notes.append(f"activation checkpointing enabled: {first / gib:.1f} GiB needed at micro-batch {micro}, "
+                     f"{gpu.display} has {gpu.memory_bytes / gib:.1f} GiB")
+        return micro, True, 1
+    if sc.memory.on_oom == "shrink":
+        retries = 0
+        while micro > 1 and need(micro, act_ckpt) > gpu.memory_bytes:
+            micro //= 2
+            retries += 1
+        if need(micro, act_ckpt) <= gpu.memory_bytes and sc.training.global_batch % (micro * world) == 0:
+            notes.append(f"micro-batch shrunk from {sc.training.micro_batch} to {micro} to fit "
+                         f"{gpu.memory_bytes / gib:.1f} GiB (global batch kept by accumulation)")
+            return micro, act_ckpt, retries
+    raise HsisimInputError(
+        f"out of memory: {first / gib:.1f} GiB needed at micro-batch {sc.training.micro_batch} on "
+        f"{gpu.display} ({gpu.memory_bytes / gib:.1f} GiB); set memory.on_oom to 'shrink' or "
+        "'activation_checkpointing', or lower training.micro_batch", key="training.micro_batch")
+
+
+def _price(spec: Price | None, on_demand: float, default: float) -> float:
+    if spec is None:
+        return default
+    if spec.fraction_of_on_demand is not None:
+        return on_demand * spec.fraction_of_on_demand
+    assert spec.usd_per_hour is not None
+    return spec.usd_per_hour
+
+
+def _calibrated(sc: Scenario, cost: compute.LinearCost, gpu: catalog.GPU, notes: list[str]) -> compute.LinearCost:
+    """Replace the roofline by a calibration profile's measured t(b) = a + c·b, if one is given."""
+    if sc.calibration is None:
+        return cost
+    path = Path(sc.calibration)
+    if not path.is_file():
+        raise HsisimInputError(f"calibration profile not found: {path}", key="calibration")
+    try:
+        prof = json.loads(path.read_text(encoding="utf-8"))
+        fit = prof["compute"]
+        measured = compute.LinearCost(float(fit["a_s"]), float(fit["c_s_per_sample"]), float(fit.get("cv", 0.0)))
+        device_gpu = prof.get("device", {}).get("catalog_gpu")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HsisimInputError(f"calibration profile {path} is not a valid profile: {exc}", key="calibration") from None
+    if device_gpu and device_gpu != gpu.name:
+        src = catalog.gpu(device_gpu, key="calibration")
+        ratio = compute.roofline_ratio(src.peak_flops[sc.model.precision], src.mem_bw_bytes_per_s,
+                                       gpu.peak_flops[sc.model.precision], gpu.mem_bw_bytes_per_s, True)
+        notes.append(f"calibration from {src.display} extrapolated to {gpu.display} by roofline ratio {ratio:.2f}")
+        measured = compute.LinearCost(measured.a_s, measured.c_s_per_sample * ratio, measured.cv)
+    return measured
+
+
+def _timed(job: Job, sc: Scenario) -> Job:
+    """Use the scenario's measured per-step timings instead of the modelled components."""
+    assert sc.timings is not None
+    t = sc.timings
+    from dataclasses import replace
+    return replace(job, accumulation=1, compute_s=t.compute_per_step, stall_share=0.0, compute_cv=t.cv,
+                   comm_exposed_s=t.comm_per_step, comm_total_s=t.comm_per_step,
+                   timed=True, num_workers=0, batch_build_s=t.data_wait_per_step, batch_build_cv=t.cv,
+                   h2d_s=0.0, worker_start_s=0.0, oom_retry_s=0.0,
+                   notes=(*job.notes, "step components from the scenario's `timings` section"))

@@ -1,0 +1,336 @@
+"""Scenario schema (pydantic v2, frozen), YAML loading with line numbers, and ``--set`` overrides.
+
+Units are normalised here, once: every duration is seconds, every size bytes, every bandwidth
+bytes/s, every price USD. Unknown keys are errors. This module never imports SimPy.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from hsisim import units
+from hsisim.distributions import Distribution
+from hsisim.errors import HsisimInputError
+
+Seconds = Annotated[float, BeforeValidator(units.duration, json_schema_input_type=str | float)]
+Bytes = Annotated[float, BeforeValidator(units.size, json_schema_input_type=str | float)]
+BytesPerSecond = Annotated[float, BeforeValidator(units.bandwidth, json_schema_input_type=str | float)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class DatasetSpec(_Section):
+    """Which scene, how patches are cut and where they are read from."""
+
+    name: str
+    patch: int = Field(ge=1, le=63, description="spatial patch side in pixels")
+    pca_components: int | None = Field(default=None, ge=1, description="bands after PCA, for PCA-input models")
+    storage: Literal["in_memory", "memmap", "envi", "hdf5", "zarr", "network_fs"] = "memmap"
+    preprocess: Literal["offline", "getitem"] = Field(
+        default="offline", description="offline: PCA and normalisation precomputed; getitem: done per sample")
+    augmentation: Literal["none", "flip_rotate"] = "none"
+    train_fraction: float = Field(default=1.0, gt=0, le=1, description="share of labelled pixels used for training")
+
+
+class ModelSpec(_Section):
+    name: str
+    precision: Literal["fp32", "tf32", "amp_fp16", "amp_bf16", "fp16", "bf16"] = "fp32"
+    optimizer: Literal["adam", "adamw", "sgd"] = "adam"
+    activation_checkpointing: bool = False
+    zero_stage: int = Field(default=0, ge=0, le=3)
+
+
+class TrainingSpec(_Section):
+    epochs: int | None = Field(default=None, ge=1)
+    steps: int | None = Field(default=None, ge=1, description="optimizer steps, instead of epochs")
+    global_batch: int = Field(ge=1)
+    micro_batch: int = Field(ge=1)
+    repeats: int = Field(default=1, ge=1, description="times each training sample is visited per epoch")
+
+    @model_validator(mode="after")
+    def _length(self) -> TrainingSpec:
+        if (self.epochs is None) == (self.steps is None):
+            raise ValueError("give exactly one of 'epochs' or 'steps'")
+        return self
+
+
+class LoaderSpec(_Section):
+    num_workers: int = Field(default=0, ge=0, le=256)
+    prefetch_factor: int = Field(default=2, ge=1, le=64)
+    pin_memory: bool = False
+    persistent_workers: bool = False
+
+
+class ClusterSpec(_Section):
+    instance: str
+    nodes: int = Field(default=1, ge=1, le=4096)
+    market: Literal["on_demand", "spot"] = "on_demand"
+    collective: Literal["ring", "tree", "hierarchical"] = "ring"
+
+
+class SpotSpec(_Section):
+    hazard: Distribution
+    notice: Seconds = 120.0
+    replacement_delay: Distribution | None = None
+    recovery: Literal["restart", "elastic", "fallback_on_demand"] = "restart"
+
+
+class CheckpointSpec(_Section):
+    policy: Literal["none", "fixed", "young", "daly"] = "none"
+    interval: Seconds | None = Field(default=None, gt=0, description="training progress between checkpoints")
+    every_steps: int | None = Field(default=None, ge=1)
+    storage: Literal["local_nvme", "ebs", "s3", "fsx"] = "s3"
+    async_: bool = Field(default=False, alias="async")
+    keep_last: int = Field(default=2, ge=1)
+    write_time: Seconds | None = None
+    restore_time: Seconds | None = None
+
+    @model_validator(mode="after")
+    def _fixed_needs_interval(self) -> CheckpointSpec:
+        if self.policy == "fixed" and (self.interval is None) == (self.every_steps is None):
+            raise ValueError("policy 'fixed' needs exactly one of 'interval' or 'every_steps'")
+        if self.policy != "fixed" and (self.interval is not None or self.every_steps is not None):
+            raise ValueError(f"'interval'/'every_steps' only apply to policy 'fixed', not {self.policy!r}")
+        return self
+
+
+class OverheadSpec(_Section):
+    boot: Seconds = 0.0
+    image_pull: Seconds = 0.0
+    init: Seconds = 0.0
+    rendezvous: Seconds = 0.0
+    queue: Distribution | None = None
+
+
+def _price(value: Any) -> dict[str, float]:
+    if isinstance(value, bool):
+        raise ValueError("expected a fraction of on-demand (0.4) or a price ('1.62 USD/h')")
+    if isinstance(value, int | float):
+        if not 0 < value <= 1:
+            raise ValueError(f"a bare number is a fraction of the on-demand price and must be in (0, 1], "
+                             f"got {value}; write a price as '{value} USD/h'")
+        return {"fraction_of_on_demand": float(value)}
+    return {"usd_per_hour": units.usd_per_hour(value)}
+
+
+class Price(_Section):
+    fraction_of_on_demand: float | None = None
+    usd_per_hour: float | None = None
+
+
+class CostSpec(_Section):
+    spot_price: Annotated[Price, BeforeValidator(_price, json_schema_input_type=str | float)] | None = None
+    on_demand_price: Annotated[Price, BeforeValidator(_price, json_schema_input_type=str | float)] | None = None
+    storage_usd_per_gb_month: float = Field(default=0.023, ge=0)
+    egress: Bytes = Field(default=0.0, description="bytes leaving the cloud (e.g. the final model)")
+    egress_usd_per_gb: float = Field(default=0.09, ge=0)
+    min_billed: Seconds = Field(default=60.0, description="minimum billed time per instance start (AWS Linux: 60 s)")
+
+
+class MemorySpec(_Section):
+    on_oom: Literal["fail", "shrink", "activation_checkpointing"] = "fail"
+    fragmentation: float = Field(default=1.1, ge=1.0, le=4.0, description="reserved / allocated")
+    workspace: Bytes = 512 * 2**20
+    context: Bytes = 400 * 2**20
+
+
+class TimingsSpec(_Section):
+    """Measured step components that replace the modelled ones (per optimizer step)."""
+
+    compute_per_step: Seconds = Field(gt=0)
+    data_wait_per_step: Seconds = 0.0
+    comm_per_step: Seconds = 0.0
+    cv: float = Field(default=0.0, ge=0, le=2)
+
+
+class SimulationSpec(_Section):
+    replicas: int = Field(default=1000, ge=1, le=10_000_000)
+    seed: int = Field(default=0, ge=0)
+    deadline: Seconds | None = None
+    budget_usd: float | None = Field(default=None, ge=0)
+    fidelity: Literal["two_level", "step"] = "two_level"
+
+
+class Scenario(_Section):
+    """A training job on a cluster, as the user wrote it, in SI units."""
+
+    name: str
+    description: str = ""
+    dataset: DatasetSpec
+    model: ModelSpec
+    training: TrainingSpec
+    loader: LoaderSpec = LoaderSpec()
+    cluster: ClusterSpec
+    calibration: str | None = None
+    spot: SpotSpec | None = None
+    checkpoint: CheckpointSpec = CheckpointSpec()
+    overhead: OverheadSpec = OverheadSpec()
+    cost: CostSpec = CostSpec()
+    memory: MemorySpec = MemorySpec()
+    timings: TimingsSpec | None = None
+    simulation: SimulationSpec = SimulationSpec()
+
+    @model_validator(mode="after")
+    def _spot_section(self) -> Scenario:
+        if self.cluster.market == "spot" and self.spot is None:
+            raise ValueError("cluster.market is 'spot' but there is no 'spot' section")
+        if self.checkpoint.policy in ("young", "daly") and self.spot is None:
+            raise ValueError(f"checkpoint.policy {self.checkpoint.policy!r} needs the job's MTBF, "
+                             "from a 'spot' section")
+        return self
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the resolved scenario (canonical JSON): the scenario hash of the manifest."""
+        text = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """Read a scenario YAML file, apply ``KEY=VALUE`` overrides and validate it.
+
+    Raises ``HsisimInputError`` naming the key path and YAML line for any problem.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise HsisimInputError(f"scenario file not found: {path}")
+    text = path.read_text(encoding="utf-8")
+    return parse_scenario(text, overrides, source=str(path))
+
+
+def parse_scenario(text: str, overrides: list[str] | tuple[str, ...] = (), source: str | None = None) -> Scenario:
+    """Validate scenario YAML ``text`` (see ``load_scenario``)."""
+    try:
+        data = yaml.safe_load(text)
+        lines = _line_map(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise HsisimInputError(f"malformed YAML: {problem}", line=mark.line + 1 if mark else None,
+                               source=source) from None
+    if not isinstance(data, dict):
+        raise HsisimInputError("a scenario must be a YAML mapping of sections", source=source)
+    data = apply_overrides(data, overrides)
+    return validate_scenario(data, lines, source)
+
+
+def validate_scenario(data: dict[str, Any], lines: dict[str, int] | None = None,
+                      source: str | None = None) -> Scenario:
+    """Validate an already-parsed scenario mapping."""
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = _key_path(data, err["loc"])
+        msg = _clean_message(err)
+        raise HsisimInputError(msg, key=key or None, line=(lines or {}).get(key), source=source) from None
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Return a copy of ``data`` with each ``dotted.key=value`` set (value parsed as YAML)."""
+    out = copy.deepcopy(data)
+    for item in overrides:
+        if "=" not in item:
+            raise HsisimInputError(f"--set expects KEY=VALUE, got {item!r}")
+        key, raw = item.split("=", 1)
+        parts = key.strip().split(".")
+        if not all(parts):
+            raise HsisimInputError(f"--set key {key!r} is not a dotted key path")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise HsisimInputError(f"cannot set {key!r}: {'.'.join(parts[:i + 1])!r} is not a section", key=key)
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def _has(node: Any, item: int | str) -> bool:
+    if isinstance(node, dict):
+        return item in node
+    return isinstance(node, list) and isinstance(item, int) and item < len(node)
+
+
+def _key_path(data: Any, loc: tuple[int | str, ...]) -> str:
+    """The dotted path of ``loc`` in the user's data, dropping pydantic's union/tag entries."""
+    parts: list[str] = []
+    node = data
+    for item in loc:
+        if _has(node, item):
+            parts.append(str(item))
+            node = node[item]
+        elif isinstance(item, str) and not isinstance(node, dict | list):
+            continue
+        elif isinstance(node, dict) and isinstance(item, str) and item in _TAGS:
+            continue  # discriminated-union tag, not a key the user wrote
+        else:
+            parts.append(str(item))
+            node = None
+    return ".".join(parts)
+
+
+_DIST = ("constant", "exponential", "lognormal", "weibull", "gamma", "empirical")
+_TAGS = {*_DIST, "function-before[_price(), Price]"}
+
+
+def _clean_message(err: Any) -> str:
+    kind = err.get("type", "")
+    msg = str(err.get("msg", "invalid value"))
+    if kind == "extra_forbidden":
+        return "unknown key (check the spelling; unknown keys are not ignored)"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "union_tag_invalid":
+        return f"unknown distribution {err.get('input', {}).get('dist')!r}; known: {', '.join(_DIST)}"
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    inp = err.get("input")
+    if not isinstance(inp, dict | list) and inp is not None and repr(inp) not in msg:
+        msg = f"{msg} (got {inp!r})"
+    return msg
+
+
+def _line_map(text: str) -> dict[str, int]:
+    """Map each dotted key path of a YAML document to its 1-based line."""
+    root = yaml.compose(text)
+    out: dict[str, int] = {}
+
+    def walk(node: yaml.Node | None, prefix: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+                out[path] = key_node.start_mark.line + 1
+                walk(value_node, path)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                path = f"{prefix}.{i}"
+                out[path] = item.start_mark.line + 1
+                walk(item, path)
+
+    walk(root, "")
+    return out
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a scenario file, for editor completion."""
+    return Scenario.model_json_schema(by_alias=True, mode="validation")

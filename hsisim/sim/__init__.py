@@ -1,0 +1,1 @@
+"""SimPy processes: the step-level micro simulation and the run-level macro simulation."""

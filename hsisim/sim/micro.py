@@ -1,0 +1,160 @@
+"""Step-level SimPy model of synchronous data-parallel training with PyTorch DataLoader workers.
+
+Per rank: ``num_workers`` worker processes build whole micro-batches; batch i goes to worker
+i mod W; at most W × prefetch_factor batches are outstanding, and the main process hands out the
+next index each time it consumes one (PyTorch's ``_try_put_index``). With ``num_workers = 0`` the
+main process builds each batch itself. Each optimizer step is ``accumulation`` micro-steps; ranks
+meet at the gradient all-reduce (a barrier), whose exposed part ends the step for everyone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import simpy
+
+from hsisim.resolve import Job
+
+Proc = Generator[simpy.Event, Any, None]
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """Per optimizer step: duration and its critical-path decomposition (seconds)."""
+
+    duration: np.ndarray
+    compute: np.ndarray  # kept compute of the last rank to reach the barrier, without stall
+    data: np.ndarray
+    comm: np.ndarray
+    stall: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.duration)
+
+
+def _positive(rng: np.random.Generator, mean: float, cv: float, n: int) -> np.ndarray:
+    """n draws with the given mean and coefficient of variation (gamma; constant when cv = 0)."""
+    if cv <= 0 or mean <= 0:
+        return np.full(n, mean)
+    shape = 1.0 / cv**2
+    return rng.gamma(shape, mean / shape, n)
+
+
+class MicroSim:
+    """One SimPy environment that can be advanced by any number of optimizer steps.
+
+    ``cold`` starts with empty prefetch queues (every epoch in PyTorch); ``start_workers`` adds
+    the worker start-up time (the first epoch, or every epoch without persistent workers).
+    """
+
+    def __init__(self, job: Job, rng: np.random.Generator, *, start_workers: bool = True,
+                 log: list[tuple[float, str]] | None = None) -> None:
+        self.job, self.rng, self.log = job, rng, log
+        self.env = simpy.Environment()
+        self.p, self.k, self.w = job.world, job.accumulation, job.num_workers
+        self.depth = self.w * job.prefetch_factor
+        self._records: list[tuple[float, float, float, float, float]] = []
+        self._arrived: list[tuple[float, float, int]] = []  # (time, compute of this step, rank)
+        self._all_arrived = self.env.event()
+        self._step_done = self.env.event()
+        self._limit = 0
+        self._t_prev = 0.0
+        self._start_delay = job.worker_start_s if (start_workers and self.w) else 0.0
+        for r in range(self.p):
+            self.env.process(self._rank(r))
+        self.env.process(self._coordinator())
+
+    # -- processes -------------------------------------------------------------------------
+    def _note(self, what: str) -> None:
+        if self.log is not None:
+            self.log.append((self.env.now, what))
+
+    def _rank(self, r: int) -> Proc:
+        job, env = self.job, self.env
+        ready: dict[int, simpy.Event] = {}
+        stores = [simpy.Store(env) for _ in range(self.w)]
+        for w, store in enumerate(stores):
+            env.process(self._worker(r, w, store, ready))
+
+        def dispatch(i: int) -> None:
+            ready[i] = env.event()
+            stores[i % self.w].put(i)
+
+        if self.w:
+            for i in range(self.depth):
+                dispatch(i)
+        i = 0
+        step = 0
+        while True:
+            comp = 0.0
+            for _ in range(self.k):
+                if self.w == 0:
+                    yield env.timeout(self._draw_build())
+                else:
+                    yield ready[i]
+                    del ready[i]
+                    dispatch(i + self.depth)
+                self._note(f"rank{r} got batch {i}")
+                yield env.timeout(job.h2d_s)
+                c = self._draw_compute()
+                yield env.timeout(c)
+                comp += c
+                i += 1
+            self._note(f"rank{r} at barrier step {step}")
+            self._arrived.append((env.now, comp, r))
+            if len(self._arrived) == self.p:
+                self._all_arrived.succeed()
+            yield self._step_done
+            step += 1
+
+    def _worker(self, r: int, w: int, store: simpy.Store, ready: dict[int, simpy.Event]) -> Proc:
+        if self._start_delay:
+            yield self.env.timeout(self._start_delay)
+        while True:
+            i = yield store.get()
+            yield self.env.timeout(self._draw_build())
+            self._note(f"rank{r} worker{w} built batch {i}")
+            ready[i].succeed()
+
+    def _coordinator(self) -> Proc:
+        env, job = self.env, self.job
+        while True:
+            yield self._all_arrived
+            self._all_arrived = env.event()
+            _, comp, _ = max(self._arrived)  # the last rank to arrive is on the critical path
+            self._arrived = []
+            yield env.timeout(job.comm_exposed_s)
+            d = env.now - self._t_prev
+            self._t_prev = env.now
+            stall = comp * job.stall_share
+            data = d - comp - job.comm_exposed_s
+            self._records.append((d, comp - stall, max(0.0, data), job.comm_exposed_s, stall))
+            self._note(f"step {len(self._records) - 1} done")
+            done, self._step_done = self._step_done, env.event()
+            done.succeed()
+            if len(self._records) >= self._limit:
+                self._stop.succeed()
+
+    # -- random draws (pre-drawn in blocks for speed) -------------------------------------------
+    def _draw_compute(self) -> float:
+        job = self.job
+        return float(_positive(self.rng, job.compute_s, job.compute_cv, 1)[0]) if job.compute_cv else job.compute_s
+
+    def _draw_build(self) -> float:
+        job = self.job
+        if not job.batch_build_cv:
+            return job.batch_build_s
+        return float(_positive(self.rng, job.batch_build_s, job.batch_build_cv, 1)[0])
+
+    # -- driving ------------------------------------------------------------------------------
+    def run(self, n_steps: int) -> StepTrace:
+        """Advance by ``n_steps`` optimizer steps and return their trace."""
+        start = len(self._records)
+        self._limit = start + n_steps
+        self._stop = self.env.event()
+        self.env.run(until=self._stop)
+        rec = np.asarray(self._records[start:self._limit], dtype=float).reshape(-1, 5)
+        return StepTrace(rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3], rec[:, 4])
