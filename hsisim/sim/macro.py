@@ -65,20 +65,37 @@ class StepSource(Protocol):
 
 
 class TwoLevelSource:
-    """n steps ~ Normal(n·μ, n·σ²), split over the terms in proportion to their means."""
+    """n steps: (duration, busy) ~ bivariate Normal(n·(μ, μ_busy), n·Σ) from the step model.
+
+    Busy time (compute + stall on the critical rank) is drawn jointly with the duration so that η
+    varies as it does step by step. Exposed comm is a fixed time per step in the micro model, so it
+    takes n·μ_comm of the rest and data takes the remainder (the queueing noise). With σ = 0 this
+    is exact: n·μ and n·μ_busy.
+    """
 
     def __init__(self, model: StepModel, job: Job, rng: np.random.Generator) -> None:
         self.m, self.job, self.rng = model, job, rng
+        m = model
+        self.mu_busy = m.mean["compute"] + m.mean["stall"]
+        self.stall_frac = m.mean["stall"] / self.mu_busy if self.mu_busy > 0 else 0.0
 
     def epoch_start(self, epoch: int) -> dict[str, float]:
         ex = self.m.excess_first if epoch == 0 or not self.job.persistent_workers else self.m.excess_next
         return {t: max(0.0, v) for t, v in ex.items()}
 
     def segment(self, n: int) -> dict[str, float]:
-        mean = n * self.m.mu
-        d = mean if self.m.sigma == 0 else max(0.0, self.rng.normal(mean, self.m.sigma * math.sqrt(n)))
-        scale = d / mean if mean > 0 else 0.0
-        return {t: self.m.mean[t] * n * scale for t in TERMS}
+        m, root = self.m, math.sqrt(n)
+        d, busy = n * m.mu, n * self.mu_busy
+        if m.sigma > 0 or m.sigma_busy > 0:
+            z1, z2 = self.rng.standard_normal(2)
+            d += m.sigma * root * z1
+            busy += m.sigma_busy * root * (m.rho * z1 + math.sqrt(max(0.0, 1 - m.rho**2)) * z2)
+            d = max(d, 0.0)
+            busy = min(max(busy, 0.0), d)
+        rest = d - busy
+        comm = min(rest, n * m.mean["comm"])
+        return {"compute": busy * (1 - self.stall_frac), "stall": busy * self.stall_frac,
+                "data": rest - comm, "comm": comm}
 
 
 class StepwiseSource:

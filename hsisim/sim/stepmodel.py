@@ -25,6 +25,8 @@ class StepModel:
 
     mu: float
     sigma: float
+    sigma_busy: float  # asymptotic std per step of compute + stall (the critical rank's GPU time)
+    rho: float  # correlation of busy time with step duration (batch means)
     mean: dict[str, float]  # per-step mean of each term; sums to mu
     excess_first: dict[str, float]  # extra seconds of an epoch whose workers must start
     excess_next: dict[str, float]  # extra seconds of an epoch with persistent workers
@@ -74,13 +76,16 @@ def estimate(job: Job, rng: np.random.Generator, *, batch: int = 200, min_batche
     mean = _means(steady)
     mu = float(steady.duration.mean())
     bm = np.array([b.duration.mean() for b in batches])
+    busy = np.array([(b.compute + b.stall).mean() for b in batches])
     sigma = float(bm.std(ddof=1) * np.sqrt(batch)) if len(bm) > 1 else 0.0
+    sigma_busy = float(busy.std(ddof=1) * np.sqrt(batch)) if len(bm) > 1 else 0.0
+    rho = float(np.corrcoef(bm, busy)[0, 1]) if sigma > 0 and sigma_busy > 0 else 0.0
     n_ep = min(warm, job.steps_per_epoch)
     first = [_excess(MicroSim(job, rng, start_workers=True).run(n_ep), mean) for _ in range(cold_runs)]
     nxt = [_excess(MicroSim(job, rng, start_workers=not job.persistent_workers).run(n_ep), mean)
            for _ in range(cold_runs)]
     simulated = warm + len(steady) + 2 * cold_runs * n_ep
-    return StepModel(mu, sigma, mean, _avg(first), _avg(nxt), simulated, halfwidth,
+    return StepModel(mu, sigma, sigma_busy, rho, mean, _avg(first), _avg(nxt), simulated, halfwidth,
                      time.perf_counter() - t0)
 
 

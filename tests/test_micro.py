@@ -1,0 +1,146 @@
+"""The step-level SimPy model: exact event order, closed forms, and statistics against theory."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import make_job
+from scipy import integrate, stats
+
+from hsisim.sim.micro import MicroSim
+from hsisim.sim.stepmodel import estimate
+
+
+def test_event_order_with_fixed_durations() -> None:
+    # 1 rank, 2 workers, prefetch 1: batch 1.0 s per worker, compute 0.4 s, exposed comm 0.1 s
+    log: list[tuple[float, str]] = []
+    trace = MicroSim(make_job(), np.random.default_rng(0), start_workers=False, log=log).run(3)
+    assert [(round(t, 9), e) for t, e in log] == [
+        (1.0, "rank0 worker0 built batch 0"),
+        (1.0, "rank0 worker1 built batch 1"),
+        (1.0, "rank0 got batch 0"),
+        (1.4, "rank0 at barrier step 0"),
+        (1.5, "step 0 done"),
+        (1.5, "rank0 got batch 1"),
+        (1.9, "rank0 at barrier step 1"),
+        (2.0, "rank0 worker0 built batch 2"),
+        (2.0, "step 1 done"),
+        (2.0, "rank0 got batch 2"),
+        (2.4, "rank0 at barrier step 2"),
+        (2.5, "rank0 worker1 built batch 3"),
+        (2.5, "step 2 done"),
+        (2.5, "rank0 got batch 3"),
+    ]
+    assert trace.duration.tolist() == pytest.approx([1.5, 0.5, 0.5])
+    assert trace.data.tolist() == pytest.approx([1.0, 0.0, 0.0])
+    assert trace.compute.tolist() == pytest.approx([0.4] * 3)
+    assert trace.comm.tolist() == pytest.approx([0.1] * 3)
+
+
+def test_worker_start_delays_the_first_batch() -> None:
+    job = make_job(worker_start_s=0.25)
+    trace = MicroSim(job, np.random.default_rng(0), start_workers=True).run(2)
+    assert trace.duration.tolist() == pytest.approx([1.75, 0.5])
+
+
+def test_no_workers_means_no_overlap() -> None:
+    job = make_job(num_workers=0, batch_build_s=0.3, h2d_s=0.05)
+    trace = MicroSim(job, np.random.default_rng(0)).run(5)
+    assert trace.duration == pytest.approx(np.full(5, 0.3 + 0.05 + 0.4 + 0.1))
+    assert trace.data == pytest.approx(np.full(5, 0.35))
+
+
+@pytest.mark.parametrize(("workers", "build", "compute", "comm"), [
+    (1, 1.0, 0.4, 0.1), (2, 1.0, 0.4, 0.1), (4, 1.0, 0.4, 0.1), (4, 3.0, 0.4, 0.1), (8, 0.5, 0.4, 0.0),
+    (3, 2.0, 0.2, 0.3),
+])
+def test_deterministic_period_is_max_of_compute_and_work_per_worker(workers: int, build: float, compute: float,
+                                                                    comm: float) -> None:
+    job = make_job(num_workers=workers, prefetch_factor=2, batch_build_s=build, compute_s=compute,
+                   comm_exposed_s=comm, h2d_s=0.0)
+    trace = MicroSim(job, np.random.default_rng(0), start_workers=False).run(200)
+    period = max(compute + comm, build / workers)
+    # workers in lock-step deliver in bursts, so single steps vary; whole cycles (120 steps is a
+    # multiple of every W here) take exactly the period on average
+    assert trace.duration[80:].mean() == pytest.approx(period)
+    # the decomposition: data is what is neither compute nor comm
+    assert trace.data[80:].mean() == pytest.approx(period - compute - comm, abs=1e-12)
+    assert np.all(trace.data >= 0)
+
+
+def test_accumulation_all_reduces_once_per_optimizer_step() -> None:
+    job = make_job(accumulation=4, num_workers=8, prefetch_factor=2, batch_build_s=0.1, compute_s=0.1,
+                   comm_exposed_s=0.05)
+    trace = MicroSim(job, np.random.default_rng(0), start_workers=False).run(50)
+    assert trace.duration[10:] == pytest.approx(np.full(40, 4 * 0.1 + 0.05))
+
+
+def test_exponential_work_single_worker_runs_at_its_mean() -> None:
+    # one worker that always has work queued: the step period's mean is the mean batch time
+    job = make_job(num_workers=1, prefetch_factor=4, batch_build_s=1.0, batch_build_cv=1.0, compute_s=0.05,
+                   comm_exposed_s=0.0)
+    d = MicroSim(job, np.random.default_rng(7), start_workers=False).run(20_000).duration[100:]
+    half = 3.29 * d.std(ddof=1) / math.sqrt(len(d))  # steps are independent here: the worker never idles
+    assert abs(d.mean() - 1.0) <= half
+
+
+def test_exponential_work_respects_the_throughput_bound() -> None:
+    # W workers cannot deliver more than W / E[b] batches per second; in-order consumption with a
+    # finite prefetch window loses some of it, and a deeper window loses less
+    base = dict(num_workers=4, batch_build_s=1.0, batch_build_cv=1.0, compute_s=0.01, comm_exposed_s=0.0)
+    shallow = estimate(make_job(prefetch_factor=1, **base), np.random.default_rng(1), rel_halfwidth=5e-3)
+    deep = estimate(make_job(prefetch_factor=16, **base), np.random.default_rng(2), rel_halfwidth=5e-3)
+    bound = 1.0 / 4
+    assert shallow.mu >= bound - shallow.ci95_halfwidth
+    assert deep.mu >= bound - deep.ci95_halfwidth
+    assert deep.mu < shallow.mu
+
+
+def test_barrier_waits_for_the_slowest_rank() -> None:
+    # p ranks with gamma compute (cv 0.3) and no data wait: E[step] = E[max of p draws] + comm
+    p, mean, cv = 8, 0.1, 0.3
+    job = make_job(nodes=2, gpus_per_node=4, num_workers=0, batch_build_s=0.0, compute_s=mean, compute_cv=cv,
+                   comm_exposed_s=0.02)
+    d = MicroSim(job, np.random.default_rng(11)).run(5000)
+    shape = 1 / cv**2
+    dist = stats.gamma(shape, scale=mean / shape)
+    e_max = integrate.quad(lambda x: 1 - dist.cdf(x) ** p, 0, np.inf)[0]
+    half = 3.29 * d.duration.std(ddof=1) / math.sqrt(len(d))
+    assert abs(d.duration.mean() - (e_max + 0.02)) <= half
+    # the critical path's compute is that of the slowest rank
+    assert abs(d.compute.mean() - e_max) <= half
+
+
+def test_step_model_deterministic_is_exact_with_epoch_excess() -> None:
+    job = make_job(steps_per_epoch=50, worker_start_s=0.25, persistent_workers=True)
+    m = estimate(job, np.random.default_rng(0))
+    assert m.mu == pytest.approx(0.5) and m.sigma == pytest.approx(0.0, abs=1e-12)
+    assert m.mean["compute"] == pytest.approx(0.4) and m.mean["comm"] == pytest.approx(0.1)
+    assert m.excess_first["data"] == pytest.approx(1.25)  # empty queue + worker start
+    assert m.excess_next["data"] == pytest.approx(1.0)  # persistent workers: queue refills only
+    np_ = estimate(make_job(steps_per_epoch=50, worker_start_s=0.25, persistent_workers=False),
+                   np.random.default_rng(0))
+    assert np_.excess_next["data"] == pytest.approx(1.25)
+
+
+def test_step_model_sigma_predicts_the_spread_of_sums() -> None:
+    # σ from batch means must predict the variance of a sum of n consecutive steps
+    job = make_job(num_workers=2, prefetch_factor=2, batch_build_s=0.9, batch_build_cv=0.5, compute_s=0.4,
+                   compute_cv=0.2, comm_exposed_s=0.05)
+    m = estimate(job, np.random.default_rng(3), rel_halfwidth=2e-3)
+    sim = MicroSim(job, np.random.default_rng(4), start_workers=False)
+    sim.run(200)
+    n = 100
+    sums = np.array([sim.run(n).duration.sum() for _ in range(400)])
+    assert sums.mean() == pytest.approx(n * m.mu, rel=0.01)
+    # the sample std of 400 sums has ~3.5 % relative error at 1 sigma; allow 4 sigma
+    assert sums.std(ddof=1) == pytest.approx(m.sigma * math.sqrt(n), rel=0.15)
+
+
+def test_same_seed_same_trace() -> None:
+    job = make_job(batch_build_cv=0.5, compute_cv=0.2)
+    a = MicroSim(job, np.random.default_rng(5)).run(100).duration
+    b = MicroSim(job, np.random.default_rng(5)).run(100).duration
+    assert np.array_equal(a, b)
