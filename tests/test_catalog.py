@@ -66,8 +66,9 @@ def test_label_counts_match_the_real_ground_truth_maps() -> None:
     hsi = SHARED_DATA / "hsi"
     if not hsi.is_dir():
         pytest.skip("../shared/data/hsi is absent")
-    for name, file, key in [("indian_pines", "Indian_pines_gt.mat", "indian_pines_gt"),
-                            ("pavia_university", "PaviaU_gt.mat", "paviaU_gt"), ("salinas", "Salinas_gt.mat", "salinas_gt")]:
+    maps = [("indian_pines", "Indian_pines_gt.mat", "indian_pines_gt"),
+            ("pavia_university", "PaviaU_gt.mat", "paviaU_gt"), ("salinas", "Salinas_gt.mat", "salinas_gt")]
+    for name, file, key in maps:
         gt = scipy_io.loadmat(hsi / file)[key]
         ds = catalog.dataset(name)
         assert gt.shape == (ds.rows, ds.cols)

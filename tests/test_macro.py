@@ -142,3 +142,20 @@ def test_two_level_agrees_with_step_fidelity_under_noise() -> None:
         se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
         assert abs(a.mean() - b.mean()) <= 3.29 * se + 1e-12, col
         assert a.std(ddof=1) == pytest.approx(b.std(ddof=1), rel=0.3), col
+
+
+@pytest.mark.parametrize("extra", ["checkpoint: {policy: fixed, every_steps: 3}\n",
+                                   "checkpoint: {policy: fixed, every_steps: 2, async: true}\n",
+                                   "checkpoint: {policy: fixed, every_steps: 1, async: true}\n"])
+@pytest.mark.parametrize("write", [0.5, 2.5])
+def test_vectorised_timeline_equals_the_step_by_step_walk(extra: str, write: float) -> None:
+    job = replace(JOB, ckpt_write_s=write, total_steps=37, compute_cv=0.3)
+    model = estimate(job, np.random.default_rng(0))
+    sc = parse_scenario(BASE + extra)
+    fast = Replica(sc, job, model, np.random.SeedSequence(4), 0).run()
+    slow = Replica(sc, job, model, np.random.SeedSequence(4), 0, log=[]).run()
+    assert fast.wall == pytest.approx(slow.wall, rel=1e-12)
+    assert fast.checkpoints == slow.checkpoints
+    for k in fast.time:
+        assert fast.time[k] == pytest.approx(slow.time[k], rel=1e-12, abs=1e-12)
+    assert fast.money["storage"] == pytest.approx(slow.money["storage"], rel=1e-12)

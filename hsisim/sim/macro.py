@@ -59,9 +59,22 @@ class ReplicaResult:
         return out
 
 
+@dataclass(frozen=True)
+class Block:
+    """A stretch of training whose timeline is planned at once: its length and its terms."""
+
+    duration: float
+    parts: dict[str, float]
+
+    def book(self, ledger: Ledger) -> None:
+        for term, secs in self.parts.items():
+            if secs:
+                ledger.spend(term, secs)
+
+
 class StepSource(Protocol):
     def epoch_start(self, epoch: int) -> dict[str, float]: ...
-    def segment(self, n: int) -> dict[str, float]: ...
+    def segments(self, ns: np.ndarray) -> dict[str, np.ndarray]: ...
 
 
 class TwoLevelSource:
@@ -83,17 +96,17 @@ class TwoLevelSource:
         ex = self.m.excess_first if epoch == 0 or not self.job.persistent_workers else self.m.excess_next
         return {t: max(0.0, v) for t, v in ex.items()}
 
-    def segment(self, n: int) -> dict[str, float]:
-        m, root = self.m, math.sqrt(n)
-        d, busy = n * m.mu, n * self.mu_busy
+    def segments(self, ns: np.ndarray) -> dict[str, np.ndarray]:
+        m = self.m
+        d, busy = ns * m.mu, ns * self.mu_busy
         if m.sigma > 0 or m.sigma_busy > 0:
-            z1, z2 = self.rng.standard_normal(2)
-            d += m.sigma * root * z1
-            busy += m.sigma_busy * root * (m.rho * z1 + math.sqrt(max(0.0, 1 - m.rho**2)) * z2)
-            d = max(d, 0.0)
-            busy = min(max(busy, 0.0), d)
+            root = np.sqrt(ns)
+            z = self.rng.standard_normal((2, len(ns)))
+            d = np.maximum(d + m.sigma * root * z[0], 0.0)
+            corr = m.rho * z[0] + math.sqrt(max(0.0, 1 - m.rho**2)) * z[1]
+            busy = np.minimum(np.maximum(busy + m.sigma_busy * root * corr, 0.0), d)
         rest = d - busy
-        comm = min(rest, n * m.mean["comm"])
+        comm = np.minimum(rest, ns * m.mean["comm"])
         return {"compute": busy * (1 - self.stall_frac), "stall": busy * self.stall_frac,
                 "data": rest - comm, "comm": comm}
 
@@ -110,10 +123,10 @@ class StepwiseSource:
         self.sim = MicroSim(self.job, self.rng, start_workers=start)
         return dict.fromkeys(TERMS, 0.0)
 
-    def segment(self, n: int) -> dict[str, float]:
+    def segments(self, ns: np.ndarray) -> dict[str, np.ndarray]:
         assert self.sim is not None
-        tr = self.sim.run(n)
-        return {t: float(getattr(tr, t).sum()) for t in TERMS}
+        traces = [self.sim.run(int(n)) for n in ns]
+        return {t: np.array([getattr(tr, t).sum() for tr in traces]) for t in TERMS}
 
 
 def checkpoint_every_steps(sc: Scenario, job: Job, model: StepModel) -> int | None:
@@ -157,7 +170,7 @@ class Replica:
         self.ledger = Ledger(job.gpus_per_node)
         self.every = checkpoint_every_steps(sc, job, model)
         self.checkpoints = 0
-        self._persisting: simpy.Process | None = None
+        self._persist_end = -math.inf  # when the last async persist completes
         self._persisted: list[float] = []
 
     def _note(self, what: str) -> None:
@@ -184,44 +197,112 @@ class Replica:
         self._note("done")
 
     def _train(self, step: int) -> Proc:
+        """Train epoch by epoch: each epoch (or its remainder) is one block of segments."""
         job = self.job
         while step < job.total_steps:
             epoch, pos = divmod(step, job.steps_per_epoch)
-            if pos == 0:
-                yield from self._terms(self.source.epoch_start(epoch), f"epoch {epoch} started")
-            to_epoch_end = job.steps_per_epoch - pos
-            to_ckpt = self.every - step % self.every if self.every else math.inf
-            n = int(min(to_epoch_end, to_ckpt, job.total_steps - step))
-            yield from self._terms(self.source.segment(n), f"step {step + n}")
-            step += n
-            if self.every and step % self.every == 0 and step < job.total_steps:
-                yield from self._checkpoint(step)
+            end = min(job.total_steps, (epoch + 1) * job.steps_per_epoch)
+            block = self._block(step, end, epoch if pos == 0 else None)
+            yield self.env.timeout(block.duration)
+            block.book(self.ledger)
+            step = end
 
-    def _terms(self, parts: dict[str, float], what: str) -> Proc:
-        total = sum(parts.values())
-        yield self.env.timeout(total)
-        for term, secs in parts.items():
-            self.ledger.spend(term, secs)
-        self._note(what)
+    def _block(self, start: int, end: int, epoch: int | None) -> Block:
+        """Plan steps [start, end): epoch-start excess, segments between checkpoints, checkpoints.
 
-    def _checkpoint(self, step: int) -> Proc:
-        self.checkpoints += 1
-        if self.sc.checkpoint.async_:
-            start = self.env.now
-            if self._persisting is not None and self._persisting.is_alive:
-                yield self._persisting  # the next snapshot waits for the previous persist
-            yield self.env.timeout(self.job.ckpt_snapshot_s)
-            self.ledger.spend("recover", self.env.now - start)
-            self._note(f"checkpoint {self.checkpoints} snapshot at step {step}")
-            self._persisting = self.env.process(self._persist(self.checkpoints))
+        Nothing outside the job can happen inside a block (no interruption in on-demand runs), so
+        the block's timeline is computed at once; an interruption will cut a block short.
+        """
+        now = self.env.now
+        events: list[tuple[float, str]] = []
+        parts = {t: 0.0 for t in TIME_TERMS}
+        t = now
+        if epoch is not None:
+            for term, secs in self.source.epoch_start(epoch).items():
+                parts[term] += secs
+                t += secs
+            events.append((t, f"epoch {epoch} started"))
+        cuts = self._checkpoint_steps(start, end)
+        bounds = np.append(cuts[cuts < end], end)
+        ns = np.diff(np.concatenate(([start], bounds)))
+        seg = self.source.segments(ns.astype(float))
+        for term, arr in seg.items():
+            parts[term] += float(arr.sum())
+        durations: np.ndarray = np.sum(list(seg.values()), axis=0)
+        timeline = None if self.log is not None else self._fast_timeline(t, durations, len(cuts))
+        if timeline is None:
+            recover, t = self._slow_timeline(t, bounds, durations, len(cuts), events)
         else:
-            yield from self._wait("recover", self.job.ckpt_write_s, f"checkpoint {self.checkpoints} written")
-            self._persisted.append(self.env.now)
+            recover, t = timeline
+        parts["recover"] += recover
+        if self.log is not None:
+            self.log.extend(sorted(events, key=lambda e: e[0]))
+        return Block(t - now, parts)
 
-    def _persist(self, n: int) -> Proc:
-        yield self.env.timeout(self.job.ckpt_write_s)
-        self._persisted.append(self.env.now)
-        self._note(f"checkpoint {n} persisted")
+    def _slow_timeline(self, t: float, bounds: np.ndarray, durations: np.ndarray, n_ckpt: int,
+                       events: list[tuple[float, str]]) -> tuple[float, float]:
+        """Walk the segments one by one (and log them): (seconds blocked by checkpoints, end time)."""
+        recover = 0.0
+        for i, (n_end, d) in enumerate(zip(bounds, durations, strict=True)):
+            t += float(d)
+            events.append((t, f"step {int(n_end)}"))
+            if i < n_ckpt:
+                blocked = self._checkpoint(t, int(n_end), events)
+                recover += blocked
+                t += blocked
+        return recover, t
+
+    def _fast_timeline(self, t: float, durations: np.ndarray, n_ckpt: int) -> tuple[float, float] | None:
+        """The same timeline vectorised, when no snapshot has to wait for a previous persist.
+
+        Returns None when some snapshot would wait; the caller then walks the segments one by one.
+        """
+        job = self.job
+        if n_ckpt == 0:
+            return 0.0, t + float(durations.sum())
+        async_ = self.sc.checkpoint.async_
+        block = job.ckpt_snapshot_s if async_ else job.ckpt_write_s
+        blocked = np.zeros(len(durations))
+        blocked[:n_ckpt] = block
+        ends = t + np.cumsum(durations + blocked)  # end of each segment's checkpoint, if any
+        ckpt_ends = ends[:n_ckpt]
+        if async_:
+            seg_ends = ckpt_ends - block
+            persist = ckpt_ends + job.ckpt_write_s
+            previous = np.concatenate(([self._persist_end], persist[:-1]))
+            if np.any(previous > seg_ends):
+                return None
+            self._persist_end = float(persist[-1])
+            self._persisted.extend(persist.tolist())
+        else:
+            self._persisted.extend(ckpt_ends.tolist())
+        self.checkpoints += n_ckpt
+        return n_ckpt * block, float(ends[-1])
+
+    def _checkpoint_steps(self, start: int, end: int) -> np.ndarray:
+        """Steps in (start, end] after which a periodic checkpoint is taken (never after the last)."""
+        if not self.every:
+            return np.empty(0, dtype=np.int64)
+        first = (start // self.every + 1) * self.every
+        last = min(end, self.job.total_steps - 1)
+        return np.arange(first, last + 1, self.every, dtype=np.int64)
+
+    def _checkpoint(self, t: float, step: int, events: list[tuple[float, str]]) -> float:
+        """Take a checkpoint at time ``t``; return the seconds it blocks training."""
+        job = self.job
+        self.checkpoints += 1
+        k = self.checkpoints
+        if not self.sc.checkpoint.async_:
+            self._persisted.append(t + job.ckpt_write_s)
+            events.append((t + job.ckpt_write_s, f"checkpoint {k} written"))
+            return job.ckpt_write_s
+        wait = max(0.0, self._persist_end - t)  # the next snapshot waits for the previous persist
+        snap_end = t + wait + job.ckpt_snapshot_s
+        self._persist_end = snap_end + job.ckpt_write_s
+        self._persisted.append(self._persist_end)
+        events.append((snap_end, f"checkpoint {k} snapshot at step {step}"))
+        events.append((self._persist_end, f"checkpoint {k} persisted"))
+        return wait + job.ckpt_snapshot_s
 
     def run(self) -> ReplicaResult:
         proc = self.env.process(self._job())

@@ -1,0 +1,66 @@
+"""Every scenario in scenarios/ is a regression case: it runs, keeps the identities, and answers its question."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from conftest import SCENARIOS
+
+from hsisim.montecarlo import Results, simulate
+from hsisim.scenario import load_scenario
+from hsisim.sim.ledger import MONEY_CATEGORIES, TIME_TERMS
+
+
+@functools.cache
+def _results(name: str) -> Results:
+    path = next(p for p in SCENARIOS if p.stem == name)
+    return simulate(load_scenario(path), replicas=40, executor="inline")
+
+
+@pytest.mark.parametrize("name", [p.stem for p in SCENARIOS])
+def test_identities_hold_for_every_replica(name: str) -> None:
+    df = _results(name).df
+    terms = df[[f"t_{t}_h" for t in TIME_TERMS]].sum(axis=1)
+    assert np.all(np.abs(terms - df["wall_h"]) <= 1e-9 * df["wall_h"])
+    money = df[[f"cost_{c}_usd" for c in MONEY_CATEGORIES]].sum(axis=1)
+    assert np.all(np.abs(money - df["cost_usd"]) <= 1e-9 * np.maximum(df["cost_usd"], 1e-12))
+    assert np.all((df["eta"] > 0) & (df["eta"] <= 1))
+    assert np.all(df[[f"t_{t}_h" for t in TIME_TERMS]] >= 0)
+    assert np.all(df["billed_gpu_h"] >= df["useful_gpu_h"])
+
+
+def test_seed_article_eta_baseline_and_degraded() -> None:
+    assert _results("seed_eta_baseline").df["eta"].to_numpy() == pytest.approx(100 / 110, rel=1e-9)
+    assert _results("seed_eta_degraded").df["eta"].to_numpy() == pytest.approx(100 / 240, rel=1e-9)
+
+
+def test_lab_prototype_is_data_starved() -> None:
+    df = _results("single_3090").df
+    assert (df["t_data_h"] / df["wall_h"]).min() > 0.3
+    assert df["t_comm_h"].max() == 0.0
+
+
+def test_multinode_over_25gbe_is_communication_bound() -> None:
+    df = _results("multinode_25gbe").df
+    assert (df["t_comm_h"] > df["t_compute_h"]).all()
+    hier = simulate(load_scenario(next(p for p in SCENARIOS if p.stem == "multinode_25gbe"),
+                                  ["cluster.collective=hierarchical"]), replicas=10, executor="inline").df
+    assert hier["t_comm_h"].mean() < df["t_comm_h"].mean()
+
+
+def test_spot_8x_needs_about_a_day_and_costs_less_than_on_demand() -> None:
+    spot, od = _results("spot_8x"), _results("ondemand_8x")
+    assert 16 <= spot.df["wall_h"].mean() <= 32
+    ratio = spot.df["cost_compute_usd"].mean() / od.df["cost_compute_usd"].mean()
+    assert ratio == pytest.approx(0.4, rel=1e-3)  # spot_price: 0.4 of on-demand, no interruptions yet
+    assert spot.job.total_steps == od.job.total_steps
+
+
+def test_no_interruption_cost_is_the_on_demand_arithmetic_at_the_spot_price() -> None:
+    res = _results("spot_8x")
+    df, job = res.df, res.job
+    billed_h = df["billed_gpu_h"] / job.gpus_per_node
+    node_money = df["cost_usd"] - df["cost_storage_usd"] - df["cost_egress_usd"]
+    assert node_money.to_numpy() == pytest.approx((billed_h * job.price_usd_per_node_hour).to_numpy(), rel=1e-9)
