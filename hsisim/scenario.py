@@ -181,11 +181,12 @@ class Scenario(_Section):
 
     @model_validator(mode="after")
     def _spot_section(self) -> Scenario:
+        # cross-section rules: raised as HsisimInputError (pydantic passes it through) to name the key
         if self.cluster.market == "spot" and self.spot is None:
-            raise ValueError("cluster.market is 'spot' but there is no 'spot' section")
+            raise HsisimInputError("cluster.market is 'spot' but there is no 'spot' section", key="spot")
         if self.checkpoint.policy in ("young", "daly") and self.spot is None:
-            raise ValueError(f"checkpoint.policy {self.checkpoint.policy!r} needs the job's MTBF, "
-                             "from a 'spot' section")
+            raise HsisimInputError(f"policy {self.checkpoint.policy!r} needs the job's MTBF, from a 'spot' "
+                                   "section", key="checkpoint.policy")
         return self
 
     def fingerprint(self) -> str:
@@ -231,6 +232,9 @@ def validate_scenario(data: dict[str, Any], lines: dict[str, int] | None = None,
     """Validate an already-parsed scenario mapping."""
     try:
         return Scenario.model_validate(data)
+    except HsisimInputError as exc:
+        line = (lines or {}).get(exc.key or "")
+        raise HsisimInputError(exc.message, key=exc.key, line=line, source=source) from None
     except ValidationError as exc:
         err = exc.errors()[0]
         key = _key_path(data, err["loc"])

@@ -146,3 +146,24 @@ def test_scenario_schema_and_validate() -> None:
     assert code == 0 and "ok" in out
     code, _, err = _run("scenario", "validate", SPOT, "--set", "checkpoint.policy=sometimes")
     assert code == 2 and "checkpoint.policy" in err
+
+
+def test_calibration_profile_replaces_the_roofline_and_is_flagged(tmp_path: Path) -> None:
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps({"device": {"catalog_gpu": "rtx3090"},
+                                "compute": {"a_s": 0.004, "c_s_per_sample": 0.0002, "cv": 0.05}}))
+    code, out, err = _run("run", SPOT, "--replicas", "5", "--json", "--workers", "1", "--set", f"calibration={prof}")
+    assert code == 0, err
+    data = json.loads(out)
+    assert any("extrapolated" in n and "RTX 3090" in n for n in data["notes"])
+    base = json.loads(_run("run", SPOT, "--replicas", "5", "--json", "--workers", "1")[1])
+    assert data["metrics"]["t_compute_h"]["mean"] != base["metrics"]["t_compute_h"]["mean"]
+
+
+@pytest.mark.parametrize("content", [None, "{not json", '{"compute": {}}'])
+def test_bad_calibration_profile_exits_2(tmp_path: Path, content: str | None) -> None:
+    prof = tmp_path / "p.json"
+    if content is not None:
+        prof.write_text(content)
+    code, _, err = _run("run", SPOT, "--replicas", "2", "--set", f"calibration={prof}")
+    assert code == 2 and "calibration" in err and "Traceback" not in err

@@ -56,7 +56,7 @@ def transient_steps(job: Job) -> int:
 
 
 def estimate(job: Job, rng: np.random.Generator, *, batch: int = 200, min_batches: int = 5,
-             max_steps: int = 50_000, rel_halfwidth: float = 1e-3, cold_runs: int = 8) -> StepModel:
+             max_steps: int = 50_000, rel_halfwidth: float = 2e-3, cold_runs: int = 8) -> StepModel:
     """Run the micro simulation for ``job`` and summarise it as a ``StepModel``."""
     t0 = time.perf_counter()
     warm = transient_steps(job)
