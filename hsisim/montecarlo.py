@@ -25,12 +25,13 @@ import hsisim
 from hsisim.errors import HsisimInputError
 from hsisim.resolve import Job, resolve
 from hsisim.scenario import Scenario
-from hsisim.sim.macro import Replica
+from hsisim.sim.macro import Replica, ReplicaResult
 from hsisim.sim.stepmodel import StepModel, estimate
+from hsisim.spot import SpotSetup, resolve_spot
 
 SUMMARY_METRICS = ("wall_h", "t_compute_h", "t_data_h", "t_comm_h", "t_stall_h", "t_recover_h", "t_overhead_h",
                    "eta", "cost_usd", "useful_gpu_h", "billed_gpu_h", "cost_per_useful_gpu_h", "interruptions",
-                   "checkpoints", "cost_compute_usd", "cost_data_usd", "cost_comm_usd", "cost_stall_usd",
+                   "checkpoints", "spot_node_h", "cost_compute_usd", "cost_data_usd", "cost_comm_usd", "cost_stall_usd",
                    "cost_recover_usd", "cost_overhead_usd", "cost_idle_usd", "cost_storage_usd", "cost_egress_usd")
 CHUNK = 64  # replicas per task sent to a worker process
 
@@ -107,9 +108,42 @@ def _atomic(path: Path, write: Any) -> None:
         raise
 
 
-def _chunk(sc: Scenario, job: Job, model: StepModel, seed: int, start: int, stop: int) -> list[dict[str, float]]:
-    return [Replica(sc, job, model, np.random.SeedSequence(seed, spawn_key=(1, i)), i).run().row()
-            for i in range(start, stop)]
+@dataclass(frozen=True)
+class Prepared:
+    """What every replica of a run shares: the job, its step model, spot setup, smaller worlds."""
+
+    scenario: Scenario
+    job: Job
+    model: StepModel
+    spot: SpotSetup | None
+    worlds: dict[int, tuple[Job, StepModel]]
+    interval_override: float | None = None
+
+    def world(self, nodes: int) -> tuple[Job, StepModel]:
+        return self.worlds.get(nodes, (self.job, self.model))
+
+
+def prepare(sc: Scenario, seed: int, interval_override: float | None = None) -> Prepared:
+    """Resolve the scenario and run the micro simulation once for every world size it can take."""
+    job = resolve(sc)
+    model = step_model_for(job, seed)
+    spot = resolve_spot(sc, job.on_demand_usd_per_node_hour)
+    worlds = {job.nodes: (job, model)}
+    if spot is not None and spot.recovery == "elastic":
+        for n in range(1, job.nodes):
+            small = resolve(sc.model_copy(update={"cluster": sc.cluster.model_copy(update={"nodes": n})}))
+            worlds[n] = (small, step_model_for(small, seed))
+    return Prepared(sc, job, model, spot, worlds, interval_override)
+
+
+def run_replica(prep: Prepared, seed: int, i: int, log: list[tuple[float, str]] | None = None) -> ReplicaResult:
+    """Replica ``i`` of a prepared run."""
+    return Replica(prep.scenario, prep.job, prep.model, np.random.SeedSequence(seed, spawn_key=(1, i)), i, log=log,
+                   spot=prep.spot, worlds=prep.world, interval_override=prep.interval_override).run()
+
+
+def _chunk(prep: Prepared, seed: int, start: int, stop: int) -> list[dict[str, float]]:
+    return [run_replica(prep, seed, i).row() for i in range(start, stop)]
 
 
 def step_model_for(job: Job, seed: int) -> StepModel:
@@ -118,25 +152,25 @@ def step_model_for(job: Job, seed: int) -> StepModel:
 
 
 def simulate(sc: Scenario, *, replicas: int | None = None, seed: int | None = None, workers: int | None = None,
-             executor: str = "local", progress: Any = None) -> Results:
+             executor: str = "local", progress: Any = None, interval_override: float | None = None) -> Results:
     """Run the Monte Carlo for scenario ``sc`` and return its ``Results``."""
     n = replicas if replicas is not None else sc.simulation.replicas
     s = seed if seed is not None else sc.simulation.seed
     if n < 1:
         raise HsisimInputError("--replicas must be at least 1", key="simulation.replicas")
-    job = resolve(sc)
-    model = step_model_for(job, s)
+    prep = prepare(sc, s, interval_override)
+    job, model = prep.job, prep.model
     bounds = [(i, min(n, i + CHUNK)) for i in range(0, n, CHUNK)]
     rows: list[dict[str, float]] = []
     procs = workers if workers is not None else (os.cpu_count() or 1)
     if executor == "inline" or procs <= 1 or len(bounds) == 1:
         for a, b in bounds:
-            rows.extend(_chunk(sc, job, model, s, a, b))
+            rows.extend(_chunk(prep, s, a, b))
             if progress:
                 progress(b - a)
     elif executor == "local":
         with cf.ProcessPoolExecutor(max_workers=procs) as pool:
-            futures = [pool.submit(_chunk, sc, job, model, s, a, b) for a, b in bounds]
+            futures = [pool.submit(_chunk, prep, s, a, b) for a, b in bounds]
             for fut in futures:
                 part = fut.result()
                 rows.extend(part)

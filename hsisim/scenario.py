@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from hsisim import units
-from hsisim.distributions import Distribution
+from hsisim.distributions import Constant, Distribution, Empirical, Exponential, Gamma, LogNormal, Weibull
 from hsisim.errors import HsisimInputError
 
 Seconds = Annotated[float, BeforeValidator(units.duration, json_schema_input_type=str | float)]
@@ -74,18 +74,58 @@ class ClusterSpec(_Section):
     instance: str
     nodes: int = Field(default=1, ge=1, le=4096)
     market: Literal["on_demand", "spot"] = "on_demand"
+    on_demand_nodes: int = Field(default=0, ge=0, description="with market spot: nodes kept on-demand (mixed)")
     collective: Literal["ring", "tree", "hierarchical"] = "ring"
+
+    @model_validator(mode="after")
+    def _mixed(self) -> ClusterSpec:
+        if self.on_demand_nodes > self.nodes:
+            raise ValueError(f"on_demand_nodes ({self.on_demand_nodes}) exceeds nodes ({self.nodes})")
+        return self
+
+
+class AdvisorHazard(_Section):
+    """AWS Spot Instance Advisor 'frequency of interruption' band, mapped to a constant hazard."""
+
+    dist: Literal["advisor"]
+    band: Literal["<5%", "5-10%", "10-15%", "15-20%", ">20%"]
+
+
+class LifetimesHazard(_Section):
+    """Observed spot lifetimes (CSV: lifetime_hours, status), fitted by censored maximum likelihood."""
+
+    dist: Literal["lifetimes"]
+    file: str
+    fit: Literal["exponential", "weibull"] = "weibull"
+    where: dict[str, str] = Field(default_factory=dict, description="keep rows whose columns equal these values")
+
+
+Hazard = Annotated[
+    Constant | Exponential | LogNormal | Weibull | Gamma | Empirical | AdvisorHazard | LifetimesHazard,
+    Field(discriminator="dist"),
+]
 
 
 class SpotSpec(_Section):
-    hazard: Distribution
+    hazard: Hazard = Field(description="lifetime law of each spot node, from its boot")
+    correlated_rate_per_hour: float = Field(default=0.0, ge=0, description="zone-wide reclaims of every spot node")
     notice: Seconds = 120.0
     replacement_delay: Distribution | None = None
     recovery: Literal["restart", "elastic", "fallback_on_demand"] = "restart"
+    fallback_after: int | None = Field(default=None, ge=1, description="interruptions before moving to on-demand")
+    fallback_wait_limit: Seconds | None = Field(default=None, description="capacity wait that triggers on-demand")
+    bill_survivors: bool = Field(default=True, description="surviving nodes stay billed while the job waits")
+
+    @model_validator(mode="after")
+    def _fallback(self) -> SpotSpec:
+        if self.recovery == "fallback_on_demand" and self.fallback_after is None and self.fallback_wait_limit is None:
+            raise ValueError("recovery 'fallback_on_demand' needs 'fallback_after' or 'fallback_wait_limit'")
+        return self
 
 
 class CheckpointSpec(_Section):
-    policy: Literal["none", "fixed", "young", "daly"] = "none"
+    policy: Literal["none", "fixed", "young", "daly", "optimal", "on_notice"] = "none"
+    on_notice: bool = Field(default=False, description="also write an emergency checkpoint on a spot notice")
     interval: Seconds | None = Field(default=None, gt=0, description="training progress between checkpoints")
     every_steps: int | None = Field(default=None, ge=1)
     storage: Literal["local_nvme", "ebs", "s3", "fsx"] = "s3"
@@ -111,7 +151,9 @@ class OverheadSpec(_Section):
     queue: Distribution | None = None
 
 
-def _price(value: Any) -> dict[str, float]:
+def _price(value: Any) -> dict[str, Any]:
+    if value == "trace":
+        return {"trace": True}
     if isinstance(value, bool):
         raise ValueError("expected a fraction of on-demand (0.4) or a price ('1.62 USD/h')")
     if isinstance(value, int | float):
@@ -125,12 +167,23 @@ def _price(value: Any) -> dict[str, float]:
 class Price(_Section):
     fraction_of_on_demand: float | None = None
     usd_per_hour: float | None = None
+    trace: bool = False
+
+
+class PriceTraceSpec(_Section):
+    """A spot price history (CSV: timestamp_utc, spot_price_usd_per_hour), replayed from a random offset."""
+
+    file: str
+    availability_zone: str | None = None
+    instance_type: str | None = None
+    product_description: str | None = None
 
 
 class CostSpec(_Section):
     spot_price: Annotated[Price, BeforeValidator(_price, json_schema_input_type=str | float)] | None = None
     on_demand_price: Annotated[Price, BeforeValidator(_price, json_schema_input_type=str | float)] | None = None
     storage_usd_per_gb_month: float = Field(default=0.023, ge=0)
+    price_trace: PriceTraceSpec | None = None
     egress: Bytes = Field(default=0.0, description="bytes leaving the cloud (e.g. the final model)")
     egress_usd_per_gb: float = Field(default=0.09, ge=0)
     min_billed: Seconds = Field(default=60.0, description="minimum billed time per instance start (AWS Linux: 60 s)")
@@ -184,9 +237,12 @@ class Scenario(_Section):
         # cross-section rules: raised as HsisimInputError (pydantic passes it through) to name the key
         if self.cluster.market == "spot" and self.spot is None:
             raise HsisimInputError("cluster.market is 'spot' but there is no 'spot' section", key="spot")
-        if self.checkpoint.policy in ("young", "daly") and self.spot is None:
+        if self.checkpoint.policy in ("young", "daly", "optimal") and self.spot is None:
             raise HsisimInputError(f"policy {self.checkpoint.policy!r} needs the job's MTBF, from a 'spot' "
                                    "section", key="checkpoint.policy")
+        sp = self.cost.spot_price
+        if sp is not None and sp.trace and self.cost.price_trace is None:
+            raise HsisimInputError("spot_price 'trace' needs a cost.price_trace section", key="cost.spot_price")
         return self
 
     def fingerprint(self) -> str:
@@ -292,7 +348,7 @@ def _key_path(data: Any, loc: tuple[int | str, ...]) -> str:
     return ".".join(parts)
 
 
-_DIST = ("constant", "exponential", "lognormal", "weibull", "gamma", "empirical")
+_DIST = ("constant", "exponential", "lognormal", "weibull", "gamma", "empirical", "advisor", "lifetimes")
 _TAGS = {*_DIST, "function-before[_price(), Price]"}
 
 

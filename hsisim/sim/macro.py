@@ -1,29 +1,33 @@
-"""Run-level SimPy model of one replica: queue, boot, epochs, checkpoints, billing.
+"""Run-level SimPy model of one replica: queue, boot, epochs, checkpoints, interruptions, billing.
 
-The job moves in segments between events (epoch boundaries, checkpoints, the end); n steps take
+The job moves in blocks (an epoch, or up to the next outside event: a spot notice, a reclaim, a
+replacement joining) and, inside a block, in segments between checkpoints: n steps take
 Normal(n·μ, n·σ²) from the ``StepModel`` (two-level mode) or are simulated step by step by the
-micro model (``fidelity: step``, the reference). Processes are written so that spot interruptions
-can interrupt the training process and a recovery process can restart it.
+micro model (``fidelity: step``). Spot reclaim times are drawn when a node starts, so every block
+knows how far it may run; a reclaim cuts it, and work after the last persisted checkpoint is lost.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import simpy
 
-from hsisim.analytic import checkpoint as ckpt
 from hsisim.resolve import Job
 from hsisim.scenario import Scenario
-from hsisim.sim.ledger import MONEY_CATEGORIES, TIME_TERMS, Ledger
-from hsisim.sim.micro import MicroSim
+from hsisim.sim.cluster import Cluster, Node
+from hsisim.sim.ledger import MONEY_CATEGORIES, TIME_TERMS, TRAINING_TERMS, Ledger, Snapshot
+from hsisim.sim.policy import every_steps
+from hsisim.sim.sources import StepSource, StepwiseSource, TwoLevelSource
 from hsisim.sim.stepmodel import TERMS, StepModel
+from hsisim.spot import SpotSetup
 
-Proc = Generator[simpy.Event, Any, None]
+Proc = Generator[simpy.Event, Any, Any]
+Worlds = Callable[[int], tuple[Job, StepModel]]  # active node count → (job, step model)
 
 
 @dataclass(frozen=True)
@@ -36,8 +40,10 @@ class ReplicaResult:
     money: dict[str, float]
     useful_gpu_h: float
     billed_gpu_h: float
+    spot_node_h: float
     interruptions: int
     checkpoints: int
+    fell_back: bool = False
 
     @property
     def cost(self) -> float:
@@ -54,273 +60,485 @@ class ReplicaResult:
         out["useful_gpu_h"] = self.useful_gpu_h
         out["billed_gpu_h"] = self.billed_gpu_h
         out["cost_per_useful_gpu_h"] = self.cost / self.useful_gpu_h if self.useful_gpu_h > 0 else math.inf
+        out["spot_node_h"] = self.spot_node_h
         out["interruptions"] = self.interruptions
         out["checkpoints"] = self.checkpoints
+        out["fell_back"] = float(self.fell_back)
         return out
 
 
 @dataclass(frozen=True)
-class Block:
-    """A stretch of training whose timeline is planned at once: its length and its terms."""
-
-    duration: float
-    parts: dict[str, float]
-
-    def book(self, ledger: Ledger) -> None:
-        for term, secs in self.parts.items():
-            if secs:
-                ledger.spend(term, secs)
+class Ckpt:
+    step: int
+    persist: float  # when it becomes a restore point
+    snap: Snapshot  # the ledger when training resumed after it
+    nodes: tuple[int, ...]  # node ranks whose local disks hold it (local NVMe only)
 
 
-class StepSource(Protocol):
-    def epoch_start(self, epoch: int) -> dict[str, float]: ...
-    def segments(self, ns: np.ndarray) -> dict[str, np.ndarray]: ...
-
-
-class TwoLevelSource:
-    """n steps: (duration, busy) ~ bivariate Normal(n·(μ, μ_busy), n·Σ) from the step model.
-
-    Busy time (compute + stall on the critical rank) is drawn jointly with the duration so that η
-    varies as it does step by step. Exposed comm is a fixed time per step in the micro model, so it
-    takes n·μ_comm of the rest and data takes the remainder (the queueing noise). With σ = 0 this
-    is exact: n·μ and n·μ_busy.
-    """
-
-    def __init__(self, model: StepModel, job: Job, rng: np.random.Generator) -> None:
-        self.m, self.job, self.rng = model, job, rng
-        m = model
-        self.mu_busy = m.mean["compute"] + m.mean["stall"]
-        self.stall_frac = m.mean["stall"] / self.mu_busy if self.mu_busy > 0 else 0.0
-
-    def epoch_start(self, epoch: int) -> dict[str, float]:
-        ex = self.m.excess_first if epoch == 0 or not self.job.persistent_workers else self.m.excess_next
-        return {t: max(0.0, v) for t, v in ex.items()}
-
-    def segments(self, ns: np.ndarray) -> dict[str, np.ndarray]:
-        m = self.m
-        d, busy = ns * m.mu, ns * self.mu_busy
-        if m.sigma > 0 or m.sigma_busy > 0:
-            root = np.sqrt(ns)
-            z = self.rng.standard_normal((2, len(ns)))
-            d = np.maximum(d + m.sigma * root * z[0], 0.0)
-            corr = m.rho * z[0] + math.sqrt(max(0.0, 1 - m.rho**2)) * z[1]
-            busy = np.minimum(np.maximum(busy + m.sigma_busy * root * corr, 0.0), d)
-        rest = d - busy
-        comm = np.minimum(rest, ns * m.mean["comm"])
-        return {"compute": busy * (1 - self.stall_frac), "stall": busy * self.stall_frac,
-                "data": rest - comm, "comm": comm}
-
-
-class StepwiseSource:
-    """The reference: every step of every epoch simulated by the micro model from a cold start."""
-
-    def __init__(self, job: Job, rng: np.random.Generator) -> None:
-        self.job, self.rng = job, rng
-        self.sim: MicroSim | None = None
-
-    def epoch_start(self, epoch: int) -> dict[str, float]:
-        start = epoch == 0 or not self.job.persistent_workers
-        self.sim = MicroSim(self.job, self.rng, start_workers=start)
-        return dict.fromkeys(TERMS, 0.0)
-
-    def segments(self, ns: np.ndarray) -> dict[str, np.ndarray]:
-        assert self.sim is not None
-        traces = [self.sim.run(int(n)) for n in ns]
-        return {t: np.array([getattr(tr, t).sum() for tr in traces]) for t in TERMS}
-
-
-def checkpoint_every_steps(sc: Scenario, job: Job, model: StepModel) -> int | None:
-    """Optimizer steps between periodic checkpoints, or None for no periodic checkpoints."""
-    cp = sc.checkpoint
-    if cp.policy == "none":
-        return None
-    if cp.every_steps is not None:
-        return cp.every_steps
-    tau = cp.interval if cp.policy == "fixed" else checkpoint_interval(sc, job)
-    assert tau is not None
-    return max(1, round(tau / model.mu))
-
-
-def checkpoint_cost(sc: Scenario, job: Job) -> float:
-    """δ: seconds a checkpoint blocks training (the snapshot when async, else the write)."""
-    return job.ckpt_snapshot_s if sc.checkpoint.async_ else job.ckpt_write_s
-
-
-def checkpoint_interval(sc: Scenario, job: Job) -> float:
-    """Young's or Daly's interval (training progress, seconds) for the job's MTBF."""
-    assert sc.spot is not None
-    mtbf = ckpt.job_mtbf(job.nodes, sc.spot.hazard.mean)
-    delta = checkpoint_cost(sc, job)
-    fn = ckpt.young_interval if sc.checkpoint.policy == "young" else ckpt.daly_interval
-    return fn(delta, mtbf)
+@dataclass(frozen=True)
+class Loss:
+    time: float
+    nodes: list[Node]
+    correlated: bool
 
 
 class Replica:
     """One run of the job; ``run()`` returns its ``ReplicaResult``."""
 
     def __init__(self, sc: Scenario, job: Job, model: StepModel, seed: np.random.SeedSequence, index: int,
-                 log: list[tuple[float, str]] | None = None) -> None:
-        self.sc, self.job, self.model, self.index, self.log = sc, job, model, index, log
-        queue_ss, steps_ss = seed.spawn(2)
-        self.rng_queue = np.random.default_rng(queue_ss)
-        steps_rng = np.random.default_rng(steps_ss)
-        self.source: StepSource = StepwiseSource(job, steps_rng) if sc.simulation.fidelity == "step" \
-            else TwoLevelSource(model, job, steps_rng)
+                 log: list[tuple[float, str]] | None = None, spot: SpotSetup | None = None,
+                 worlds: Worlds | None = None, interval_override: float | None = None) -> None:
+        self.sc, self.job, self.model, self.index, self.log, self.spot = sc, job, model, index, log, spot
+        self.worlds = worlds or (lambda n: (job, model))
+        ss = seed.spawn(6)
+        self.rng_queue = np.random.default_rng(ss[0])
+        self.rng_steps = np.random.default_rng(ss[1])
+        self.rng_delay = np.random.default_rng(ss[4])
         self.env = simpy.Environment()
-        self.ledger = Ledger(job.gpus_per_node)
-        self.every = checkpoint_every_steps(sc, job, model)
-        self.checkpoints = 0
-        self._persist_end = -math.inf  # when the last async persist completes
+        self.ledger = Ledger()
+        self.cluster = Cluster(job, spot, sc.cost.min_billed, np.random.default_rng(ss[2]),
+                               np.random.default_rng(ss[3]), np.random.default_rng(ss[5]))
+        self.every = every_steps(sc, job, model, spot, interval_override)
+        self.local_ckpt = sc.checkpoint.storage == "local_nvme"
+        self.checkpoints = self.interruptions = 0
+        self.fell_back = False
+        self._persist_end = -math.inf
         self._persisted: list[float] = []
+        self._ckpts: list[Ckpt] = []
+        self._resume: Ckpt | None = None
+        self._cold = True  # the next block starts with an empty loader (first epoch / after a restart)
+        self._join: tuple[float, Node] | None = None  # elastic: a replacement that will join
+        self._noticed = math.nan  # the reclaim whose notice was already handled
+        self._set_world(job.nodes)
 
-    def _note(self, what: str) -> None:
+    # -- helpers ------------------------------------------------------------------------------
+    def _note(self, what: str, t: float | None = None) -> None:
         if self.log is not None:
-            self.log.append((self.env.now, what))
+            self.log.append((self.env.now if t is None else t, what))
 
-    def _wait(self, term: str, seconds: float, what: str) -> Proc:
+    def _set_world(self, nodes: int) -> None:
+        self.active_nodes = nodes
+        job, model = self.worlds(nodes)
+        self.cur_job, self.cur_model = job, model
+        self.source: StepSource = StepwiseSource(job, self.rng_steps) if self.sc.simulation.fidelity == "step" \
+            else TwoLevelSource(model, job, self.rng_steps)
+
+    def _spend(self, term: str, t0: float, t1: float, up_category: str, boot_category: str = "overhead") -> None:
+        self.ledger.add_time(term, t1 - t0)
+        self.ledger.add_money(up_category, self.cluster.cost(t0, t1, up=True))
+        self.ledger.add_money(boot_category, self.cluster.cost(t0, t1, up=False))
+
+    def _advance(self, term: str, seconds: float, what: str, up_category: str | None = None,
+                 boot_category: str = "overhead") -> Proc:
+        """Spend ``seconds`` on a non-training phase; return the ``Loss`` that cut it short, if any."""
+        now = self.env.now
+        t_loss, nodes, corr = self.cluster.next_loss()
+        end = now + seconds
+        if t_loss < end:
+            yield self.env.timeout(t_loss - now)
+            self._spend(term, now, t_loss, up_category or term, boot_category)
+            self.cluster.consume(corr, t_loss)
+            return Loss(t_loss, nodes, corr)
         yield self.env.timeout(seconds)
-        self.ledger.spend(term, seconds)
+        self._spend(term, now, end, up_category or term, boot_category)
         self._note(what)
+        return None
 
+    # -- the job ------------------------------------------------------------------------------
     def _job(self) -> Proc:
-        sc, job, env = self.sc, self.job, self.env
+        sc, job = self.sc, self.job
         oh = sc.overhead
         queue = float(oh.queue.sample(self.rng_queue)) if oh.queue is not None else 0.0
-        yield from self._wait("overhead", queue, "capacity granted")
-        self.ledger.start_nodes(env.now, job.nodes, job.price_usd_per_node_hour)
-        for phase, secs in (("boot", oh.boot), ("image pull", oh.image_pull), ("init", oh.init),
-                            ("rendezvous", oh.rendezvous)):
-            yield from self._wait("overhead", secs, f"{phase} done")
-        if job.oom_retry_s:
-            yield from self._wait("stall", job.oom_retry_s, "OOM retries done")
-        yield from self._train(0)
+        yield self.env.timeout(queue)
+        self.ledger.add_time("overhead", queue)
+        self._note("capacity granted")
+        n_spot = self.spot.spot_nodes if self.spot else 0
+        for rank in range(job.nodes):
+            self.cluster.launch(self.env.now, rank, spot=rank >= job.nodes - n_spot)
+        step = yield from self._bring_up(first=True)
+        while step < job.total_steps:
+            step, loss = yield from self._train(step)
+            if loss is not None:
+                step = yield from self._lost(loss)
         self._note("done")
 
+    def _bring_up(self, first: bool) -> Proc:
+        """Boot missing nodes, init, rendezvous, restore; retry on any loss. Returns the start step."""
+        oh = self.sc.overhead
+        phases = [("boot", oh.boot), ("image pull", oh.image_pull), ("init", oh.init)]
+        while True:
+            loss = None
+            for name, secs in phases:
+                loss = yield from self._advance("overhead", secs, f"{name} done", up_category="idle")
+                if loss:
+                    break
+            if loss is None:
+                for n in self.cluster.alive():
+                    n.up = True
+                loss = yield from self._advance("overhead", oh.rendezvous, "rendezvous done")
+            if loss is None and first and self.job.oom_retry_s:
+                loss = yield from self._advance("stall", self.job.oom_retry_s, "OOM retries done")
+            restore = self._restore_point(self.env.now)
+            if loss is None and restore is not None:
+                loss = yield from self._advance("recover", self.job.ckpt_restore_s, f"restored step {restore.step}")
+            if loss is None:
+                self._set_world(len([n for n in self.cluster.alive() if n.up]))
+                self._cold = True
+                self._resume = Ckpt(restore.step if restore else 0, -math.inf, self.ledger.snapshot(), ())
+                return self._resume.step
+            yield from self._replace(loss)
+
+    # -- training -----------------------------------------------------------------------------
     def _train(self, step: int) -> Proc:
-        """Train epoch by epoch: each epoch (or its remainder) is one block of segments."""
-        job = self.job
-        while step < job.total_steps:
+        """Train until done or until an outside event; returns (step reached, Loss or None)."""
+        cp = self.sc.checkpoint
+        on_notice = self.spot is not None and (cp.on_notice or cp.policy == "on_notice")
+        while step < self.cur_job.total_steps:
+            job = self.cur_job
+            t_loss, nodes, corr = self.cluster.next_loss()
+            notice_at = t_loss - self.spot.notice_s if on_notice and self.spot and self._noticed != t_loss \
+                else math.inf
+            join_at = self._join[0] if self._join else math.inf
             epoch, pos = divmod(step, job.steps_per_epoch)
             end = min(job.total_steps, (epoch + 1) * job.steps_per_epoch)
-            block = self._block(step, end, epoch if pos == 0 else None)
-            yield self.env.timeout(block.duration)
-            block.book(self.ledger)
-            step = end
+            first = self._cold
+            step, cut = yield from self._block(step, end, epoch if (pos == 0 or first) else None,
+                                               min(t_loss, notice_at, join_at))
+            if not cut:
+                continue
+            now = self.env.now
+            if now >= join_at and join_at <= min(t_loss, notice_at):
+                yield from self._grow(step)
+            elif now >= notice_at and notice_at < t_loss:
+                self._noticed = t_loss
+                yield from self._emergency(step, t_loss)
+                if self.env.now >= t_loss:
+                    self.cluster.consume(corr, t_loss)
+                    return step, Loss(t_loss, nodes, corr)
+            elif all(not n.up for n in nodes) and not corr:
+                # a booting replacement was reclaimed before it joined: training goes on
+                self.cluster.consume(corr, t_loss)
+                self._end_nodes(nodes, t_loss, reclaimed=True)
+                self._request_replacement(nodes[0].rank)
+            else:
+                self.cluster.consume(corr, t_loss)
+                return step, Loss(t_loss, nodes, corr)
+        return step, None
 
-    def _block(self, start: int, end: int, epoch: int | None) -> Block:
-        """Plan steps [start, end): epoch-start excess, segments between checkpoints, checkpoints.
-
-        Nothing outside the job can happen inside a block (no interruption in on-demand runs), so
-        the block's timeline is computed at once; an interruption will cut a block short.
-        """
+    def _block(self, start: int, end: int, epoch: int | None, horizon: float) -> Proc:
+        """Run steps [start, end) unless ``horizon`` comes first. Returns (step reached, cut?)."""
         now = self.env.now
-        events: list[tuple[float, str]] = []
-        parts = {t: 0.0 for t in TIME_TERMS}
-        t = now
-        if epoch is not None:
-            for term, secs in self.source.epoch_start(epoch).items():
-                parts[term] += secs
-                t += secs
-            events.append((t, f"epoch {epoch} started"))
+        excess = self.source.epoch_start(self._cold) if epoch is not None else dict.fromkeys(TERMS, 0.0)
+        self._cold = False
+        persist_before = self._persist_end
         cuts = self._checkpoint_steps(start, end)
         bounds = np.append(cuts[cuts < end], end)
-        ns = np.diff(np.concatenate(([start], bounds)))
-        seg = self.source.segments(ns.astype(float))
-        for term, arr in seg.items():
-            parts[term] += float(arr.sum())
-        durations: np.ndarray = np.sum(list(seg.values()), axis=0)
-        timeline = None if self.log is not None else self._fast_timeline(t, durations, len(cuts))
-        if timeline is None:
-            recover, t = self._slow_timeline(t, bounds, durations, len(cuts), events)
-        else:
-            recover, t = timeline
-        parts["recover"] += recover
+        ns = np.diff(np.concatenate(([start], bounds))).astype(float)
+        seg = self.source.segments(ns)
+        dur = np.sum([seg[t] for t in TERMS], axis=0)
+        t0 = now + sum(excess.values())
+        seg_end, ck_end, blocked, persist = self._timeline(t0, dur, len(cuts))
+        total_end = float(ck_end[-1]) if len(ck_end) else t0
+        stop = min(horizon, total_end)
+        # how far the block got by `stop`
+        j = int(np.searchsorted(ck_end, stop, side="left")) if stop < total_end else len(ns)
+        parts = {t: 0.0 for t in TIME_TERMS}
+        frac_ex = 1.0 if stop >= t0 else ((stop - now) / (t0 - now) if t0 > now else 1.0)
+        for t, v in excess.items():
+            parts[t] += v * frac_ex
+        reached = start
+        if j > 0:
+            for t in TERMS:
+                parts[t] += float(seg[t][:j].sum())
+            parts["recover"] += float(blocked[:j].sum())
+            reached = int(bounds[j - 1])
+        if j < len(ns) and stop > t0:
+            seg_start = float(ck_end[j - 1]) if j > 0 else t0
+            if stop <= seg_end[j]:
+                f = (stop - seg_start) / dur[j] if dur[j] > 0 else 0.0
+                for t in TERMS:
+                    parts[t] += float(seg[t][j]) * f
+                reached += int(math.floor(f * ns[j] + 1e-9))
+            else:
+                for t in TERMS:
+                    parts[t] += float(seg[t][j])
+                parts["recover"] += stop - float(seg_end[j])
+                reached = int(bounds[j])
+        n_done = min(j, len(cuts))
+        if n_done < len(cuts):  # persists of checkpoints that were never taken do not happen
+            self._persist_end = float(persist[n_done - 1]) if n_done else persist_before
+        yield self.env.timeout(stop - now)
+        self._book(now, stop, parts, seg, blocked, excess, n_done, bounds, ck_end, persist, j)
         if self.log is not None:
-            self.log.extend(sorted(events, key=lambda e: e[0]))
-        return Block(t - now, parts)
+            if epoch is not None:
+                self._note(f"epoch {epoch} started", min(t0, stop))
+            self._log_block(bounds, seg_end, ck_end, persist, n_done, stop)
+        return reached, stop < total_end
 
-    def _slow_timeline(self, t: float, bounds: np.ndarray, durations: np.ndarray, n_ckpt: int,
-                       events: list[tuple[float, str]]) -> tuple[float, float]:
-        """Walk the segments one by one (and log them): (seconds blocked by checkpoints, end time)."""
-        recover = 0.0
-        for i, (n_end, d) in enumerate(zip(bounds, durations, strict=True)):
-            t += float(d)
-            events.append((t, f"step {int(n_end)}"))
-            if i < n_ckpt:
-                blocked = self._checkpoint(t, int(n_end), events)
-                recover += blocked
-                t += blocked
-        return recover, t
-
-    def _fast_timeline(self, t: float, durations: np.ndarray, n_ckpt: int) -> tuple[float, float] | None:
-        """The same timeline vectorised, when no snapshot has to wait for a previous persist.
-
-        Returns None when some snapshot would wait; the caller then walks the segments one by one.
-        """
-        job = self.job
+    def _book(self, t0: float, t1: float, parts: dict[str, float], seg: dict[str, np.ndarray], blocked: np.ndarray,
+              excess: dict[str, float], n_ckpt: int, bounds: np.ndarray, ck_end: np.ndarray, persist: np.ndarray,
+              j: int) -> None:
+        led, span = self.ledger, t1 - t0
+        before = led.snapshot()
+        money_up = self.cluster.cost(t0, t1, up=True)
+        rate = money_up / span if span > 0 else 0.0
+        for t, secs in parts.items():
+            if secs:
+                led.add_time(t, secs)
+                led.add_money(t, secs * rate)
+        led.add_money("overhead", self.cluster.cost(t0, t1, up=False))
+        gpus = self.active_nodes * self.job.gpus_per_node
+        led.useful_gpu_s += parts["compute"] * gpus
         if n_ckpt == 0:
-            return 0.0, t + float(durations.sum())
-        async_ = self.sc.checkpoint.async_
-        block = job.ckpt_snapshot_s if async_ else job.ckpt_write_s
-        blocked = np.zeros(len(durations))
-        blocked[:n_ckpt] = block
-        ends = t + np.cumsum(durations + blocked)  # end of each segment's checkpoint, if any
-        ckpt_ends = ends[:n_ckpt]
-        if async_:
-            seg_ends = ckpt_ends - block
-            persist = ckpt_ends + job.ckpt_write_s
-            previous = np.concatenate(([self._persist_end], persist[:-1]))
-            if np.any(previous > seg_ends):
-                return None
-            self._persist_end = float(persist[-1])
-            self._persisted.extend(persist.tolist())
-        else:
-            self._persisted.extend(ckpt_ends.tolist())
+            return
         self.checkpoints += n_ckpt
-        return n_ckpt * block, float(ends[-1])
+        self._persisted.extend(persist[:n_ckpt].tolist())
+        if self.spot is None:
+            return
+        # restore points: the ledger when training resumed after each of the last checkpoints
+        first = max(0, n_ckpt - 3)
+        ex = {t: excess.get(t, 0.0) for t in TIME_TERMS}
+        cum = {t: np.cumsum(seg[t][:n_ckpt]) + ex[t] for t in TERMS}
+        holders = tuple(n.rank for n in self.cluster.alive()) if self.local_ckpt else ()
+        for i in range(first, n_ckpt):
+            times = {t: before.time[t] + float(cum[t][i]) for t in TRAINING_TERMS}
+            money = {t: before.money[t] + float(cum[t][i]) * rate for t in TRAINING_TERMS}
+            useful = before.useful_gpu_s + float(cum["compute"][i]) * gpus
+            self._ckpts.append(Ckpt(int(bounds[i]), float(persist[i]), Snapshot(times, money, useful), holders))
+        now = t1
+        safe = [c for c in self._ckpts if c.persist <= now]
+        self._ckpts = ([safe[-1]] if safe else []) + [c for c in self._ckpts if c.persist > now]
+
+    def _log_block(self, bounds: np.ndarray, seg_end: np.ndarray, ck_end: np.ndarray, persist: np.ndarray,
+                   n_done: int, stop: float) -> None:
+        assert self.log is not None
+        events: list[tuple[float, str]] = []
+        sync = not self.sc.checkpoint.async_
+        for i in range(len(bounds)):
+            if seg_end[i] > stop + 1e-12:
+                break
+            events.append((float(seg_end[i]), f"step {int(bounds[i])}"))
+            if i < n_done:
+                k = self.checkpoints - n_done + i + 1
+                if sync:
+                    events.append((float(ck_end[i]), f"checkpoint {k} written"))
+                else:
+                    events.append((float(ck_end[i]), f"checkpoint {k} snapshot at step {int(bounds[i])}"))
+                    events.append((float(persist[i]), f"checkpoint {k} persisted"))
+        self.log.extend(sorted(events, key=lambda e: e[0]))
+
+    def _timeline(self, t0: float, dur: np.ndarray, n_ckpt: int) -> tuple[np.ndarray, ...]:
+        """(segment ends, checkpoint ends, blocked seconds, persist times) of a block's segments."""
+        job = self.cur_job
+        async_ = self.sc.checkpoint.async_
+        blocked = np.zeros(len(dur))
+        persist = np.full(len(dur), np.nan)
+        block = job.ckpt_snapshot_s if async_ else job.ckpt_write_s
+        blocked[:n_ckpt] = block
+        ck_end = t0 + np.cumsum(dur + blocked)
+        seg_end = ck_end - blocked
+        if n_ckpt == 0:
+            return seg_end, ck_end, blocked, persist
+        if not async_:
+            persist[:n_ckpt] = ck_end[:n_ckpt]
+            return seg_end, ck_end, blocked, persist
+        p = ck_end[:n_ckpt] + job.ckpt_write_s
+        previous = np.concatenate(([self._persist_end], p[:-1]))
+        if np.all(previous <= seg_end[:n_ckpt]):
+            persist[:n_ckpt] = p
+            self._persist_end = float(p[-1])
+            return seg_end, ck_end, blocked, persist
+        # some snapshot waits for the previous persist: walk the segments one by one
+        t = t0
+        for i in range(len(dur)):
+            t += float(dur[i])
+            seg_end[i] = t
+            if i < n_ckpt:
+                wait = max(0.0, self._persist_end - t)
+                blocked[i] = wait + job.ckpt_snapshot_s
+                t += blocked[i]
+                self._persist_end = t + job.ckpt_write_s
+                persist[i] = self._persist_end
+            ck_end[i] = t
+        return seg_end, ck_end, blocked, persist
 
     def _checkpoint_steps(self, start: int, end: int) -> np.ndarray:
         """Steps in (start, end] after which a periodic checkpoint is taken (never after the last)."""
         if not self.every:
             return np.empty(0, dtype=np.int64)
         first = (start // self.every + 1) * self.every
-        last = min(end, self.job.total_steps - 1)
+        last = min(end, self.cur_job.total_steps - 1)
         return np.arange(first, last + 1, self.every, dtype=np.int64)
 
-    def _checkpoint(self, t: float, step: int, events: list[tuple[float, str]]) -> float:
-        """Take a checkpoint at time ``t``; return the seconds it blocks training."""
-        job = self.job
+    # -- interruptions ----------------------------------------------------------------------------
+    def _emergency(self, step: int, t_loss: float) -> Proc:
+        """On a notice: write a checkpoint if it can persist before the reclaim, then wait for it."""
+        job, now = self.cur_job, self.env.now
+        write = job.ckpt_write_s + (job.ckpt_snapshot_s if self.sc.checkpoint.async_ else 0.0)
+        wait_prev = max(0.0, self._persist_end - now)
+        if now + wait_prev + write > t_loss:
+            self._note(f"notice at step {step}: no time for an emergency checkpoint")
+            return
+        yield self.env.timeout(wait_prev + write)
+        self._spend("recover", now, self.env.now, "recover")
         self.checkpoints += 1
-        k = self.checkpoints
-        if not self.sc.checkpoint.async_:
-            self._persisted.append(t + job.ckpt_write_s)
-            events.append((t + job.ckpt_write_s, f"checkpoint {k} written"))
-            return job.ckpt_write_s
-        wait = max(0.0, self._persist_end - t)  # the next snapshot waits for the previous persist
-        snap_end = t + wait + job.ckpt_snapshot_s
-        self._persist_end = snap_end + job.ckpt_write_s
-        self._persisted.append(self._persist_end)
-        events.append((snap_end, f"checkpoint {k} snapshot at step {step}"))
-        events.append((self._persist_end, f"checkpoint {k} persisted"))
-        return wait + job.ckpt_snapshot_s
+        self._persisted.append(self.env.now)
+        holders = tuple(n.rank for n in self.cluster.alive()) if self.local_ckpt else ()
+        self._ckpts.append(Ckpt(step, self.env.now, self.ledger.snapshot(), holders))
+        self._persist_end = self.env.now
+        self._note(f"emergency checkpoint at step {step}")
+        t = self.env.now
+        yield self.env.timeout(t_loss - t)
+        self._spend("recover", t, t_loss, "recover")
 
+    def _restore_point(self, t: float) -> Ckpt | None:
+        done = [c for c in self._ckpts if c.persist <= t]
+        newest = done[-1] if done else None
+        if self._resume is not None and (newest is None or newest.step <= self._resume.step):
+            return self._resume if self._resume.step > 0 else None
+        return newest
+
+    def _lost(self, loss: Loss) -> Proc:
+        """A reclaim during training: lose the work since the restore point, then recover."""
+        self._persisted = [p for p in self._persisted if p <= loss.time]
+        restore = self._restore_point(loss.time)
+        lost_ranks = {n.rank for n in loss.nodes}
+        if restore is not None and restore.nodes and lost_ranks & set(restore.nodes):
+            self._note("the checkpoint on local NVMe went with the node")
+            self._ckpts.clear()
+            restore = None
+        base = self._latest_base(restore)
+        self.ledger.lose_since(base)
+        self._resume = Ckpt(restore.step if restore else 0, -math.inf, base, ())
+        self._ckpts = [c for c in self._ckpts if restore is None or c.step <= restore.step]
+        self._persist_end = -math.inf
+        self._note(f"reclaimed {len(loss.nodes)} node(s); restore from step {restore.step if restore else 0}")
+        mode = self.spot.recovery if self.spot else "restart"
+        survivors = len(self.cluster.alive()) - len(loss.nodes)
+        if mode == "elastic" and survivors > 0:
+            return (yield from self._shrink(loss))
+        yield from self._replace(loss)
+        return (yield from self._bring_up(first=False))
+
+    def _latest_base(self, restore: Ckpt | None) -> Snapshot:
+        if self._resume is not None and (restore is None or restore.step <= self._resume.step):
+            return self._resume.snap
+        assert restore is not None
+        return restore.snap
+
+    def _end_nodes(self, nodes: list[Node], t: float, reclaimed: bool) -> None:
+        for n in nodes:
+            if n.end is not None:
+                continue
+            billed, extra = self.cluster.terminate(n, t)
+            self.ledger.billed_node_seconds += billed
+            self.ledger.add_money("overhead", extra)
+            if n.spot:
+                self.ledger.spot_node_seconds += t - n.start
+        if reclaimed:
+            self.interruptions += len(nodes)
+
+    def _replace(self, loss: Loss) -> Proc:
+        """Wait for replacement capacity (or fall back to on-demand) and launch the new nodes."""
+        sp = self.spot
+        assert sp is not None
+        self._end_nodes(loss.nodes, loss.time, reclaimed=True)
+        missing = sorted({n.rank for n in loss.nodes})
+        while True:
+            if not sp.bill_survivors:
+                for n in self.cluster.alive():
+                    missing.append(n.rank)
+                self._end_nodes(self.cluster.alive(), self.env.now, reclaimed=False)
+            fallback = sp.recovery == "fallback_on_demand" and sp.fallback_after is not None \
+                and self.interruptions >= sp.fallback_after
+            if not fallback and sp.replacement is not None:
+                wait = max(float(sp.replacement.sample(self.rng_delay)) for _ in missing)
+                limit = sp.fallback_wait_limit_s if sp.recovery == "fallback_on_demand" else None
+                if limit is not None and wait > limit:
+                    wait, fallback = limit, True
+                more = yield from self._advance("overhead", wait, "replacement capacity", up_category="idle")
+                if more:
+                    self._end_nodes(more.nodes, more.time, reclaimed=True)
+                    missing += [n.rank for n in more.nodes]
+                    continue
+            if fallback and not self.fell_back:
+                self.fell_back = True
+                spot_ranks = [n.rank for n in self.cluster.alive() if n.spot]
+                self._end_nodes([n for n in self.cluster.alive() if n.spot], self.env.now, reclaimed=False)
+                missing += spot_ranks
+                self._note("falling back to on-demand")
+            for rank in sorted(set(missing)):
+                self.cluster.launch(self.env.now, rank, spot=not self.fell_back)
+            for n in self.cluster.alive():
+                n.up = False
+            return
+
+    def _shrink(self, loss: Loss) -> Proc:
+        """Elastic: survivors rendezvous, restore and continue; a replacement is requested."""
+        sp = self.spot
+        assert sp is not None
+        self._end_nodes(loss.nodes, loss.time, reclaimed=True)
+        yield from self._advance("overhead", self.sc.overhead.rendezvous, "rendezvous (shrink)")
+        restore = self._resume
+        if restore is not None and restore.step > 0:
+            yield from self._advance("recover", self.cur_job.ckpt_restore_s, "restored (shrink)")
+        self._set_world(len([n for n in self.cluster.alive() if n.up]))
+        self._cold = True
+        self._resume = Ckpt(restore.step if restore else 0, -math.inf, self.ledger.snapshot(), ())
+        self._request_replacement(loss.nodes[0].rank)
+        return self._resume.step
+
+    def _request_replacement(self, rank: int) -> None:
+        """Elastic: a replacement node is granted after the capacity wait, boots, then joins."""
+        sp = self.spot
+        assert sp is not None
+        wait = float(sp.replacement.sample(self.rng_delay)) if sp.replacement is not None else 0.0
+        oh = self.sc.overhead
+        node = self.cluster.launch(self.env.now + wait, rank, spot=True)
+        self._join = (self.env.now + wait + oh.boot + oh.image_pull + oh.init, node)
+
+    def _grow(self, step: int) -> Proc:
+        """Elastic: a replacement is ready; checkpoint, rendezvous, restore, continue at full size.
+
+        TorchElastic restarts every worker on a membership change, so the job writes a blocking
+        checkpoint first and every worker restores from it.
+        """
+        assert self._join is not None
+        _, node = self._join
+        self._join = None
+        now = self.env.now
+        yield self.env.timeout(self.cur_job.ckpt_write_s)
+        self._spend("recover", now, self.env.now, "recover")
+        self.checkpoints += 1
+        self._persisted.append(self.env.now)
+        node.up = True
+        yield from self._advance("overhead", self.sc.overhead.rendezvous, "rendezvous (grow)")
+        yield from self._advance("recover", self.cur_job.ckpt_restore_s, "restored (grow)")
+        self._set_world(len([n for n in self.cluster.alive() if n.up]))
+        self._cold = True
+        self._ckpts.clear()
+        self._persist_end = -math.inf
+        self._resume = Ckpt(step, -math.inf, self.ledger.snapshot(), ())
+
+    # -- result -------------------------------------------------------------------------------
     def run(self) -> ReplicaResult:
         proc = self.env.process(self._job())
         self.env.run(until=proc)
         end = self.env.now
+        self._end_nodes(self.cluster.alive(), end, reclaimed=False)
         led = self.ledger
-        led.stop_all(end, self.sc.cost.min_billed)
         self._bill_storage(end)
         led.money["egress"] += self.sc.cost.egress / 1e9 * self.sc.cost.egress_usd_per_gb
-        useful = led.time["compute"] * self.job.world / 3600.0
         billed = led.billed_node_seconds * self.job.gpus_per_node / 3600.0
-        return ReplicaResult(self.index, end, dict(led.time), dict(led.money), useful, billed, 0, self.checkpoints)
+        return ReplicaResult(self.index, end, dict(led.time), dict(led.money), led.useful_gpu_s / 3600.0, billed,
+                             led.spot_node_seconds / 3600.0, self.interruptions, self.checkpoints, self.fell_back)
 
     def _bill_storage(self, end: float) -> None:
         """Each persisted checkpoint is kept until ``keep_last`` newer ones exist, or the job ends."""
         keep = self.sc.checkpoint.keep_last
         gb = self.job.ckpt_bytes / 1e9
-        times = [t for t in self._persisted if t <= end]
-        for i, t in enumerate(times):
-            until = times[i + keep] if i + keep < len(times) else end
-            self.ledger.store(gb, until - t, self.sc.cost.storage_usd_per_gb_month)
+        times = np.sort(np.asarray([t for t in self._persisted if t <= end]))
+        if len(times) == 0:
+            return
+        until = np.append(times[keep:], np.full(min(keep, len(times)), end))
+        self.ledger.store(gb, float((until - times).sum()), self.sc.cost.storage_usd_per_gb_month)

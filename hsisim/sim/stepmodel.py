@@ -56,7 +56,7 @@ def transient_steps(job: Job) -> int:
 
 
 def estimate(job: Job, rng: np.random.Generator, *, batch: int = 200, min_batches: int = 5,
-             max_steps: int = 50_000, rel_halfwidth: float = 2e-3, cold_runs: int = 8) -> StepModel:
+             max_steps: int = 50_000, rel_halfwidth: float = 2e-3, cold_runs: int = 32) -> StepModel:
     """Run the micro simulation for ``job`` and summarise it as a ``StepModel``."""
     t0 = time.perf_counter()
     warm = transient_steps(job)
@@ -81,9 +81,13 @@ def estimate(job: Job, rng: np.random.Generator, *, batch: int = 200, min_batche
     sigma_busy = float(busy.std(ddof=1) * np.sqrt(batch)) if len(bm) > 1 else 0.0
     rho = float(np.corrcoef(bm, busy)[0, 1]) if sigma > 0 and sigma_busy > 0 else 0.0
     n_ep = min(warm, job.steps_per_epoch)
-    first = [_excess(MicroSim(job, rng, start_workers=True).run(n_ep), mean) for _ in range(cold_runs)]
-    nxt = [_excess(MicroSim(job, rng, start_workers=not job.persistent_workers).run(n_ep), mean)
-           for _ in range(cold_runs)]
+    if job.num_workers == 0:  # the main process builds every batch: nothing to fill at an epoch start
+        first = nxt = [dict.fromkeys(TERMS, 0.0)]
+        cold_runs = 0
+    else:
+        first = [_excess(MicroSim(job, rng, start_workers=True).run(n_ep), mean) for _ in range(cold_runs)]
+        nxt = [_excess(MicroSim(job, rng, start_workers=not job.persistent_workers).run(n_ep), mean)
+               for _ in range(cold_runs)]
     simulated = warm + len(steady) + 2 * cold_runs * n_ep
     return StepModel(mu, sigma, sigma_busy, rho, mean, _avg(first), _avg(nxt), simulated, halfwidth,
                      time.perf_counter() - t0)

@@ -1,0 +1,1 @@
+"""Prices and interruption hazards: spot price traces, censored lifetime fits, Spot Advisor bands."""
