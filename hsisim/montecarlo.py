@@ -57,6 +57,7 @@ class Results:
             out["p_deadline"] = float((self.df["wall_h"] * 3600 <= sim.deadline).mean())
         if sim.budget_usd is not None:
             out["p_budget"] = float((self.df["cost_usd"] <= sim.budget_usd).mean())
+        out["p_finished"] = float(self.df["finished"].mean())
         out["on_demand_usd_per_gpu_h"] = self.job.on_demand_usd_per_node_hour / self.job.gpus_per_node
         out["notes"] = list(self.notes)
         return out

@@ -145,8 +145,6 @@ def resolve(sc: Scenario) -> Job:
     if sc.cluster.market == "spot":
         assert sc.spot is not None
         price = _price(sc.cost.spot_price, on_demand, on_demand)
-        notes.append("spot interruptions are not simulated yet (the spot section is validated, billing uses "
-                     "the spot price, and checkpoint intervals use its MTBF)")
 
     job = Job(
         nodes=sc.cluster.nodes, gpus_per_node=inst.gpus, accumulation=accumulation, micro_batch=micro,
@@ -212,7 +210,8 @@ def _fit_memory(sc: Scenario, stats: catalog.ModelStats, gpu: catalog.GPU, world
 
 
 def _price(spec: Price | None, on_demand: float, default: float) -> float:
-    if spec is None:
+    """USD/h per node; a replayed trace is billed as it goes (this is then the on-demand price)."""
+    if spec is None or spec.trace:
         return default
     if spec.fraction_of_on_demand is not None:
         return on_demand * spec.fraction_of_on_demand

@@ -211,6 +211,8 @@ class SimulationSpec(_Section):
     deadline: Seconds | None = None
     budget_usd: float | None = Field(default=None, ge=0)
     fidelity: Literal["two_level", "step"] = "two_level"
+    max_wall: Seconds = Field(default=90 * 86400.0, gt=0,
+                              description="a replica still running after this is stopped and counted unfinished")
 
 
 class Scenario(_Section):

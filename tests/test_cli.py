@@ -73,7 +73,7 @@ def test_human_output_has_the_budget_and_the_bill() -> None:
     code, out, _ = _run("run", SPOT, "--replicas", "10", "--workers", "1")
     assert code == 0
     for text in ("Where the wall time goes", "exposed comm", "The bill", "effective cost per useful GPU-hour",
-                 "on-demand list price per GPU-hour", "spot interruptions are not simulated yet"):
+                 "on-demand list price per GPU-hour", "checkpoints / interruptions"):
         assert text in out
 
 

@@ -53,14 +53,16 @@ def test_multinode_over_25gbe_is_communication_bound() -> None:
 def test_spot_8x_needs_about_a_day_and_costs_less_than_on_demand() -> None:
     spot, od = _results("spot_8x"), _results("ondemand_8x")
     assert 16 <= spot.df["wall_h"].mean() <= 32
-    ratio = spot.df["cost_compute_usd"].mean() / od.df["cost_compute_usd"].mean()
-    assert ratio == pytest.approx(0.4, rel=1e-3)  # spot_price: 0.4 of on-demand, no interruptions yet
+    calm = spot.df[spot.df["interruptions"] == 0]
+    ratio = calm["cost_compute_usd"].mean() / od.df["cost_compute_usd"].mean()
+    assert ratio == pytest.approx(0.4, rel=1e-3)  # spot_price: 0.4 of on-demand when nothing is reclaimed
     assert spot.job.total_steps == od.job.total_steps
 
 
 def test_no_interruption_cost_is_the_on_demand_arithmetic_at_the_spot_price() -> None:
     res = _results("spot_8x")
-    df, job = res.df, res.job
+    df, job = res.df[res.df["interruptions"] == 0], res.job
+    assert len(df) > 5
     billed_h = df["billed_gpu_h"] / job.gpus_per_node
     node_money = df["cost_usd"] - df["cost_storage_usd"] - df["cost_egress_usd"]
     assert node_money.to_numpy() == pytest.approx((billed_h * job.price_usd_per_node_hour).to_numpy(), rel=1e-9)

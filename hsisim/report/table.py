@@ -67,6 +67,8 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
     h.add_row("on-demand list price per GPU-hour", f"{summary['on_demand_usd_per_gpu_h']:,.3f} USD")
     h.add_row("checkpoints / interruptions (mean)",
               f"{m['checkpoints']['mean']:,.1f} / {m['interruptions']['mean']:,.2f}")
+    if summary.get("p_finished", 1.0) < 1.0:
+        h.add_row("[red]replicas that never finished[/red]", f"{1 - summary['p_finished']:.1%} (simulation.max_wall)")
     if "p_deadline" in summary:
         h.add_row("P(wall time ≤ deadline)", f"{summary['p_deadline']:.1%}")
     if "p_budget" in summary:

@@ -52,8 +52,13 @@ class Cluster:
     def alive(self) -> list[Node]:
         return [n for n in self.nodes if n.end is None]
 
-    def next_loss(self) -> tuple[float, list[Node], bool]:
-        """(time, nodes lost, correlated?) of the next reclaim among live nodes."""
+    def next_loss(self, now: float) -> tuple[float, list[Node], bool]:
+        """(time, nodes lost, correlated?) of the next reclaim among live nodes.
+
+        Zone-wide events that fell while no node was running (e.g. during the queue wait) are skipped.
+        """
+        while self.next_correlated < now:
+            self.next_correlated = self._draw_correlated(self.next_correlated)
         live = self.alive()
         t_node = min((n.reclaim for n in live), default=math.inf)
         if self.next_correlated < t_node:

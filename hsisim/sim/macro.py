@@ -44,6 +44,7 @@ class ReplicaResult:
     interruptions: int
     checkpoints: int
     fell_back: bool = False
+    finished: bool = True
 
     @property
     def cost(self) -> float:
@@ -64,6 +65,7 @@ class ReplicaResult:
         out["interruptions"] = self.interruptions
         out["checkpoints"] = self.checkpoints
         out["fell_back"] = float(self.fell_back)
+        out["finished"] = float(self.finished)
         return out
 
 
@@ -102,6 +104,7 @@ class Replica:
         self.local_ckpt = sc.checkpoint.storage == "local_nvme"
         self.checkpoints = self.interruptions = 0
         self.fell_back = False
+        self.finished = False
         self._persist_end = -math.inf
         self._persisted: list[float] = []
         self._ckpts: list[Ckpt] = []
@@ -132,7 +135,7 @@ class Replica:
                  boot_category: str = "overhead") -> Proc:
         """Spend ``seconds`` on a non-training phase; return the ``Loss`` that cut it short, if any."""
         now = self.env.now
-        t_loss, nodes, corr = self.cluster.next_loss()
+        t_loss, nodes, corr = self.cluster.next_loss(self.env.now)
         end = now + seconds
         if t_loss < end:
             yield self.env.timeout(t_loss - now)
@@ -156,17 +159,23 @@ class Replica:
         for rank in range(job.nodes):
             self.cluster.launch(self.env.now, rank, spot=rank >= job.nodes - n_spot)
         step = yield from self._bring_up(first=True)
-        while step < job.total_steps:
+        while step < job.total_steps and not self._give_up():
             step, loss = yield from self._train(step)
             if loss is not None:
                 step = yield from self._lost(loss)
-        self._note("done")
+        self.finished = step >= job.total_steps
+        self._note("done" if self.finished else "gave up: simulation.max_wall reached")
+
+    def _give_up(self) -> bool:
+        return self.env.now >= self.sc.simulation.max_wall
 
     def _bring_up(self, first: bool) -> Proc:
         """Boot missing nodes, init, rendezvous, restore; retry on any loss. Returns the start step."""
         oh = self.sc.overhead
         phases = [("boot", oh.boot), ("image pull", oh.image_pull), ("init", oh.init)]
         while True:
+            if self._give_up():
+                return 0
             loss = None
             for name, secs in phases:
                 loss = yield from self._advance("overhead", secs, f"{name} done", up_category="idle")
@@ -195,7 +204,7 @@ class Replica:
         on_notice = self.spot is not None and (cp.on_notice or cp.policy == "on_notice")
         while step < self.cur_job.total_steps:
             job = self.cur_job
-            t_loss, nodes, corr = self.cluster.next_loss()
+            t_loss, nodes, corr = self.cluster.next_loss(self.env.now)
             notice_at = t_loss - self.spot.notice_s if on_notice and self.spot and self._noticed != t_loss \
                 else math.inf
             join_at = self._join[0] if self._join else math.inf
@@ -203,18 +212,14 @@ class Replica:
             end = min(job.total_steps, (epoch + 1) * job.steps_per_epoch)
             first = self._cold
             step, cut = yield from self._block(step, end, epoch if (pos == 0 or first) else None,
-                                               min(t_loss, notice_at, join_at))
-            if not cut:
+                                               soft=min(notice_at, join_at), hard=t_loss)
+            if cut is None:
                 continue
-            now = self.env.now
-            if now >= join_at and join_at <= min(t_loss, notice_at):
+            if cut == "soft" and join_at <= notice_at:
                 yield from self._grow(step)
-            elif now >= notice_at and notice_at < t_loss:
+            elif cut == "soft":
                 self._noticed = t_loss
                 yield from self._emergency(step, t_loss)
-                if self.env.now >= t_loss:
-                    self.cluster.consume(corr, t_loss)
-                    return step, Loss(t_loss, nodes, corr)
             elif all(not n.up for n in nodes) and not corr:
                 # a booting replacement was reclaimed before it joined: training goes on
                 self.cluster.consume(corr, t_loss)
@@ -225,8 +230,13 @@ class Replica:
                 return step, Loss(t_loss, nodes, corr)
         return step, None
 
-    def _block(self, start: int, end: int, epoch: int | None, horizon: float) -> Proc:
-        """Run steps [start, end) unless ``horizon`` comes first. Returns (step reached, cut?)."""
+    def _block(self, start: int, end: int, epoch: int | None, soft: float, hard: float) -> Proc:
+        """Run steps [start, end) unless an outside event comes first.
+
+        A ``soft`` event (a notice, a replacement ready to join) lets the current step, or the
+        checkpoint being written, finish; a ``hard`` one (a reclaim) stops everything at once.
+        Returns (step reached, None | "soft" | "hard").
+        """
         now = self.env.now
         excess = self.source.epoch_start(self._cold) if epoch is not None else dict.fromkeys(TERMS, 0.0)
         self._cold = False
@@ -238,10 +248,14 @@ class Replica:
         dur = np.sum([seg[t] for t in TERMS], axis=0)
         t0 = now + sum(excess.values())
         seg_end, ck_end, blocked, persist = self._timeline(t0, dur, len(cuts))
-        total_end = float(ck_end[-1]) if len(ck_end) else t0
-        stop = min(horizon, total_end)
+        total_end = float(ck_end[-1])
+        stop, cut = total_end, None
+        if soft < total_end:
+            stop, cut = self._step_boundary(max(soft, now), t0, ns, dur, seg_end, ck_end), "soft"
+        if hard < stop:
+            stop, cut = max(now, hard), "hard"
         # how far the block got by `stop`
-        j = int(np.searchsorted(ck_end, stop, side="left")) if stop < total_end else len(ns)
+        j = int(np.searchsorted(ck_end, stop, side="right")) if cut else len(ns)
         parts = {t: 0.0 for t in TIME_TERMS}
         frac_ex = 1.0 if stop >= t0 else ((stop - now) / (t0 - now) if t0 > now else 1.0)
         for t, v in excess.items():
@@ -258,7 +272,7 @@ class Replica:
                 f = (stop - seg_start) / dur[j] if dur[j] > 0 else 0.0
                 for t in TERMS:
                     parts[t] += float(seg[t][j]) * f
-                reached += int(math.floor(f * ns[j] + 1e-9))
+                reached += math.floor(f * ns[j] + 1e-9)
             else:
                 for t in TERMS:
                     parts[t] += float(seg[t][j])
@@ -267,13 +281,27 @@ class Replica:
         n_done = min(j, len(cuts))
         if n_done < len(cuts):  # persists of checkpoints that were never taken do not happen
             self._persist_end = float(persist[n_done - 1]) if n_done else persist_before
-        yield self.env.timeout(stop - now)
+        yield self.env.timeout(float(stop - now))
         self._book(now, stop, parts, seg, blocked, excess, n_done, bounds, ck_end, persist, j)
         if self.log is not None:
             if epoch is not None:
                 self._note(f"epoch {epoch} started", min(t0, stop))
             self._log_block(bounds, seg_end, ck_end, persist, n_done, stop)
-        return reached, stop < total_end
+        return reached, cut
+
+    @staticmethod
+    def _step_boundary(t: float, t0: float, ns: np.ndarray, dur: np.ndarray, seg_end: np.ndarray,
+                       ck_end: np.ndarray) -> float:
+        """The first moment at or after ``t`` when no step or checkpoint is in progress."""
+        if t <= t0:
+            return t0
+        j = int(np.searchsorted(ck_end, t, side="left"))
+        seg_start = float(ck_end[j - 1]) if j > 0 else t0
+        if t > seg_end[j]:  # inside a checkpoint write: let it finish
+            return float(ck_end[j])
+        step = float(dur[j]) / ns[j] if ns[j] else 0.0
+        k = math.ceil((t - seg_start) / step - 1e-9) if step > 0 else 0
+        return min(float(seg_end[j]), seg_start + k * step)
 
     def _book(self, t0: float, t1: float, parts: dict[str, float], seg: dict[str, np.ndarray], blocked: np.ndarray,
               excess: dict[str, float], n_ckpt: int, bounds: np.ndarray, ck_end: np.ndarray, persist: np.ndarray,
@@ -372,7 +400,8 @@ class Replica:
 
     # -- interruptions ----------------------------------------------------------------------------
     def _emergency(self, step: int, t_loss: float) -> Proc:
-        """On a notice: write a checkpoint if it can persist before the reclaim, then wait for it."""
+        """On a notice: write a checkpoint if it can persist before the reclaim; training then goes on
+        until the reclaim (work after the emergency checkpoint is lost if the job is not done by then)."""
         job, now = self.cur_job, self.env.now
         write = job.ckpt_write_s + (job.ckpt_snapshot_s if self.sc.checkpoint.async_ else 0.0)
         wait_prev = max(0.0, self._persist_end - now)
@@ -387,9 +416,6 @@ class Replica:
         self._ckpts.append(Ckpt(step, self.env.now, self.ledger.snapshot(), holders))
         self._persist_end = self.env.now
         self._note(f"emergency checkpoint at step {step}")
-        t = self.env.now
-        yield self.env.timeout(t_loss - t)
-        self._spend("recover", t, t_loss, "recover")
 
     def _restore_point(self, t: float) -> Ckpt | None:
         done = [c for c in self._ckpts if c.persist <= t]
@@ -414,7 +440,7 @@ class Replica:
         self._persist_end = -math.inf
         self._note(f"reclaimed {len(loss.nodes)} node(s); restore from step {restore.step if restore else 0}")
         mode = self.spot.recovery if self.spot else "restart"
-        survivors = len(self.cluster.alive()) - len(loss.nodes)
+        survivors = len([n for n in self.cluster.alive() if n.up]) - len([n for n in loss.nodes if n.up])
         if mode == "elastic" and survivors > 0:
             return (yield from self._shrink(loss))
         yield from self._replace(loss)
@@ -531,7 +557,8 @@ class Replica:
         led.money["egress"] += self.sc.cost.egress / 1e9 * self.sc.cost.egress_usd_per_gb
         billed = led.billed_node_seconds * self.job.gpus_per_node / 3600.0
         return ReplicaResult(self.index, end, dict(led.time), dict(led.money), led.useful_gpu_s / 3600.0, billed,
-                             led.spot_node_seconds / 3600.0, self.interruptions, self.checkpoints, self.fell_back)
+                             led.spot_node_seconds / 3600.0, self.interruptions, self.checkpoints, self.fell_back,
+                             self.finished)
 
     def _bill_storage(self, end: float) -> None:
         """Each persisted checkpoint is kept until ``keep_last`` newer ones exist, or the job ends."""
