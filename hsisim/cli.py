@@ -87,6 +87,40 @@ def _with_progress(fn: Callable[[Callable[[int], None]], T], total: int, quiet: 
         return fn(lambda n: bar.advance(task, n))
 
 
+@app.command()
+def optimize(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file (a spot cluster).")],
+    objective: Annotated[str, typer.Option(help="cost (per useful GPU-hour) | time (wall)")] = "cost",
+    replicas: Annotated[int, typer.Option(help="Replicas per candidate interval (common random numbers).")] = 200,
+    seed: Annotated[int | None, typer.Option(help="Seed (default: the scenario's).")] = None,
+    set_: Sets = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
+    workers: Annotated[int | None, typer.Option(help="Local worker processes (default: all cores).")] = None,
+    executor: Annotated[str, typer.Option(help="inline | local")] = "local",
+) -> None:
+    """Find the checkpoint interval that minimises cost per useful GPU-hour (or wall time)."""
+    from hsisim.optimize import optimize_interval
+    from hsisim.scenario import load_scenario
+
+    def go() -> Any:
+        sc = load_scenario(scenario, set_ or [])
+        if replicas < 2:
+            raise HsisimInputError(f"--replicas must be at least 2, got {replicas}")
+        if executor not in ("inline", "local"):
+            raise HsisimInputError(f"--executor must be inline or local, got {executor!r}")
+        return optimize_interval(sc, objective=objective, replicas=replicas, seed=seed, workers=workers,
+                                 executor=executor)
+
+    result = _guard(go).to_json()
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    from rich.console import Console
+
+    from hsisim.report.table import print_optimize
+    print_optimize(result, Console())
+
+
 @scenario_app.command("schema")
 def scenario_schema() -> None:
     """Print the JSON Schema of scenario files (for editor completion)."""

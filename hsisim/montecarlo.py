@@ -13,7 +13,7 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -153,14 +153,26 @@ def step_model_for(job: Job, seed: int) -> StepModel:
 
 
 def simulate(sc: Scenario, *, replicas: int | None = None, seed: int | None = None, workers: int | None = None,
-             executor: str = "local", progress: Any = None, interval_override: float | None = None) -> Results:
-    """Run the Monte Carlo for scenario ``sc`` and return its ``Results``."""
+             executor: str = "local", progress: Any = None, interval_override: float | None = None,
+             prepared: Prepared | None = None) -> Results:
+    """Run the Monte Carlo for scenario ``sc`` and return its ``Results``.
+
+    ``prepared`` reuses a resolved job and micro simulation (``prepare``); ``interval_override``
+    replaces the checkpoint interval (training progress, seconds), as ``optimize`` does.
+    """
     n = replicas if replicas is not None else sc.simulation.replicas
     s = seed if seed is not None else sc.simulation.seed
     if n < 1:
         raise HsisimInputError("--replicas must be at least 1", key="simulation.replicas")
-    prep = prepare(sc, s, interval_override)
-    job, model = prep.job, prep.model
+    if executor not in ("inline", "local"):
+        raise HsisimInputError(f"unknown executor {executor!r}; known: inline, local", key="--executor")
+    prep = prepared or prepare(sc, s)
+    if sc.checkpoint.policy == "optimal" and interval_override is None and prep.interval_override is None:
+        from hsisim.optimize import optimal_interval
+
+        interval_override = optimal_interval(sc, prep, seed=s, workers=workers, executor=executor)
+    if interval_override is not None:
+        prep = replace(prep, interval_override=interval_override)
     bounds = [(i, min(n, i + CHUNK)) for i in range(0, n, CHUNK)]
     rows: list[dict[str, float]] = []
     procs = workers if workers is not None else (os.cpu_count() or 1)
@@ -169,7 +181,7 @@ def simulate(sc: Scenario, *, replicas: int | None = None, seed: int | None = No
             rows.extend(_chunk(prep, s, a, b))
             if progress:
                 progress(b - a)
-    elif executor == "local":
+    else:
         with cf.ProcessPoolExecutor(max_workers=procs) as pool:
             futures = [pool.submit(_chunk, prep, s, a, b) for a, b in bounds]
             for fut in futures:
@@ -177,8 +189,6 @@ def simulate(sc: Scenario, *, replicas: int | None = None, seed: int | None = No
                 rows.extend(part)
                 if progress:
                     progress(len(part))
-    else:
-        raise HsisimInputError(f"unknown executor {executor!r}; known: inline, local", key="--executor")
     df = pd.DataFrame(rows).sort_values("replica", kind="stable").reset_index(drop=True)
     df["replica"] = df["replica"].astype(int)
-    return Results(sc, job, model, df, s, job.notes)
+    return Results(sc, prep.job, prep.model, df, s, prep.job.notes)

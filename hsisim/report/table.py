@@ -74,3 +74,42 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
     if "p_budget" in summary:
         h.add_row("P(cost ≤ budget)", f"{summary['p_budget']:.1%}")
     console.print(h)
+
+
+def print_optimize(res: dict[str, Any], console: Console) -> None:
+    """The U-curve of the objective against the checkpoint interval, and the three intervals."""
+    unit = "USD per useful GPU-h" if res["objective"] == "cost" else "wall hours"
+    t = Table(title=f"Mean {unit} against the checkpoint interval ({res['replicas']} replicas each, "
+                    "common random numbers)")
+    t.add_column("interval", justify="right")
+    t.add_column("mean", justify="right")
+    t.add_column("± 95 %", justify="right")
+    t.add_column("")
+    best = res["optimal_interval_min"]
+    lo = min(p["mean"] for p in res["curve"])
+    hi = max(p["mean"] for p in res["curve"])
+    for p in res["curve"]:
+        bar = "█" * (1 + int(30 * (p["mean"] - lo) / (hi - lo))) if hi > lo else "█"
+        mark = " ← optimal" if abs(p["interval_min"] - best) < 1e-9 else ""
+        t.add_row(_minutes(p["interval_min"]), f"{p['mean']:.6g}", f"{p['ci95_halfwidth']:.2g}", bar + mark)
+    console.print(t)
+    h = Table(show_header=False, title="Checkpoint interval (training progress between checkpoints)")
+    h.add_column("")
+    h.add_column("", justify="right")
+    h.add_column("", justify="right")
+    lo_ci, hi_ci = res["ci95_min"]
+    h.add_row("optimal (simulated)", _minutes(best), f"{res['objective_at_optimal']:.6g}")
+    h.add_row("  95 % CI", f"{_minutes(lo_ci)} – {_minutes(hi_ci)}", "")
+    h.add_row("Young  √(2δM)", _minutes(res["young_interval_min"]), f"{res['objective_at_young']:.6g}")
+    h.add_row("Daly (2006)", _minutes(res["daly_interval_min"]), f"{res['objective_at_daly']:.6g}")
+    h.add_row("job MTBF M", f"{res['mtbf_h']:.2f} h", "")
+    h.add_row("checkpoint cost δ", _minutes(res["checkpoint_write_min"]), "")
+    console.print(h)
+
+
+def _minutes(m: float) -> str:
+    if m >= 60:
+        return f"{m / 60:.2f} h"
+    if m >= 1:
+        return f"{m:.1f} min"
+    return f"{m * 60:.2f} s" if m * 60 >= 0.01 else f"{m * 60e3:.2f} ms"

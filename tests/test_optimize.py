@@ -1,0 +1,67 @@
+"""`hsisim optimize`: the simulated optimum against Young and Daly where their assumptions hold."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hsisim.cli import app
+from hsisim.optimize import optimize_interval
+from hsisim.scenario import parse_scenario
+
+# Daly's assumptions: exponential failures of one node, sync checkpoints of fixed cost δ = 2 min,
+# a short restart, work far longer than the MTBF of 2 h.
+DALY = """
+name: daly-world
+dataset: {name: xiongan, patch: 15, pca_components: 30}
+model: {name: hybridsn}
+training: {steps: 43200, global_batch: 64, micro_batch: 64}
+cluster: {instance: g5.xlarge, nodes: 1, market: spot}
+timings: {compute_per_step: 1 s}
+spot: {hazard: {dist: exponential, rate_per_hour: 0.5}, notice: 0 s, replacement_delay: {dist: constant, value: 1 min}}
+checkpoint: {policy: daly, write_time: 2 min, restore_time: 1 min}
+cost: {spot_price: 0.4}
+simulation: {seed: 5}
+"""
+
+
+@pytest.mark.parametrize("objective", ["time", "cost"])
+def test_optimum_is_near_daly_where_daly_holds(objective: str) -> None:
+    res = optimize_interval(parse_scenario(DALY), objective=objective, replicas=120, executor="inline")
+    assert res.daly_interval_s == pytest.approx(1235.75, rel=1e-4)  # δ = 120 s, M = 7200 s (DESIGN.md form)
+    assert 0.5 * res.daly_interval_s <= res.optimal_interval_s <= 2 * res.daly_interval_s
+    lo, hi = res.ci95_s
+    assert lo <= res.optimal_interval_s <= hi
+    # the optimum is no worse than Daly's interval under the same random numbers
+    assert res.at_optimal <= res.at_daly + 1e-12
+    # a U: both ends of the grid are worse than the middle
+    curve = sorted(res.curve)
+    assert curve[0][1] > res.at_optimal and curve[-1][1] > res.at_optimal
+
+
+def test_optimize_cli_json_keys() -> None:
+    out = CliRunner().invoke(app, ["optimize", "-", "--json"])
+    assert out.exit_code == 2  # a missing file is bad input
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "s.yaml"
+        p.write_text(DALY)
+        res = CliRunner().invoke(app, ["optimize", str(p), "--json", "--replicas", "20", "--executor", "inline"])
+        assert res.exit_code == 0, res.stderr
+        data = json.loads(res.stdout)
+        for key in ("optimal_interval_min", "ci95_min", "young_interval_min", "daly_interval_min", "mtbf_h",
+                    "checkpoint_write_min", "objective_at_optimal", "objective_at_young", "objective_at_daly",
+                    "curve"):
+            assert key in data
+        assert data["mtbf_h"] == pytest.approx(2.0)
+        human = CliRunner().invoke(app, ["optimize", str(p), "--replicas", "20", "--executor", "inline"])
+        assert "Daly" in human.stdout and "optimal" in human.stdout
+
+
+def test_optimize_refuses_on_demand() -> None:
+    res = CliRunner().invoke(app, ["optimize", "scenarios/ondemand_8x.yaml"])
+    assert res.exit_code == 2 and "spot" in res.stderr
