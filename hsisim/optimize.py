@@ -104,7 +104,9 @@ def optimize_interval(sc: Scenario, *, objective: str = "cost", replicas: int = 
     curve = []
     for t in sorted(ev.values):
         v = ev.values[t]
-        curve.append((t, float(v.mean()), 1.96 * float(v.std(ddof=1)) / math.sqrt(len(v)) if len(v) > 1 else 0.0))
+        finite = bool(np.isfinite(v).all()) and len(v) > 1
+        half = 1.96 * float(v.std(ddof=1)) / math.sqrt(len(v)) if finite else math.inf
+        curve.append((t, float(v.mean()), half))
     return OptimizeResult(objective, best, ci, young, daly, mtbf, delta, ev(best), ev(young), ev(daly), curve,
                           replicas)
 
@@ -136,5 +138,6 @@ def _vertex(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def optimal_interval(sc: Scenario, prep: Prepared, *, seed: int, workers: int | None, executor: str) -> float:
-    """The interval for ``checkpoint.policy: optimal`` (cost objective, 200 replicas)."""
-    return optimize_interval(sc, prep=prep, seed=seed, workers=workers, executor=executor).optimal_interval_s
+    """The interval for ``checkpoint.policy: optimal`` (cost objective, 100 replicas per candidate)."""
+    return optimize_interval(sc, prep=prep, seed=seed, workers=workers, executor=executor,
+                             replicas=100).optimal_interval_s

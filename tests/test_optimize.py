@@ -65,3 +65,11 @@ def test_optimize_cli_json_keys() -> None:
 def test_optimize_refuses_on_demand() -> None:
     res = CliRunner().invoke(app, ["optimize", "scenarios/ondemand_8x.yaml"])
     assert res.exit_code == 2 and "spot" in res.stderr
+
+
+def test_policy_optimal_runs_with_the_optimised_interval() -> None:
+    from hsisim.montecarlo import simulate
+
+    sc = parse_scenario(DALY, ["checkpoint.policy=optimal", "training.steps=14400"])
+    res = simulate(sc, replicas=20, executor="inline")
+    assert (res.df["checkpoints"] > 0).all() and (res.df["finished"] == 1).all()

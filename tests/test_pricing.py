@@ -59,9 +59,9 @@ cost: {{spot_price: trace, price_trace: {{file: {_csv(tmp_path)}, availability_z
     r = run_replica(prep, 0, 0)
     from hsisim.sim.cluster import Cluster
 
-    offset = Cluster(prep.job, prep.spot, 0, *(np.random.default_rng(s) for s in np.random.SeedSequence(
-        0, spawn_key=(1, 0)).spawn(6)[2:4]), np.random.default_rng(np.random.SeedSequence(0, spawn_key=(1, 0))
-                                                                     .spawn(6)[5])).trace_offset
+    streams = np.random.SeedSequence(0, spawn_key=(1, 0)).spawn(6)  # as Replica spawns them
+    offset = Cluster(prep.job, prep.spot, 0, streams[2], np.random.default_rng(streams[3]),
+                     np.random.default_rng(streams[5])).trace_offset
     expected = prep.spot.trace.integral(offset, 0, 5400)
     assert r.cost == pytest.approx(expected, rel=1e-9)
     assert r.money["compute"] == pytest.approx(expected, rel=1e-9)

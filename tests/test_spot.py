@@ -265,3 +265,24 @@ def test_censored_fit_recovers_a_known_hazard() -> None:
 def test_advisor_bands_map_to_monthly_probabilities() -> None:
     for band, p in hz.ADVISOR_BANDS.items():
         assert 1 - math.exp(-hz.advisor_rate_per_hour(band) * 730) == pytest.approx(p)
+
+
+def test_a_scenario_can_use_the_real_lifetime_sample() -> None:
+    _sample()
+    sc = parse_scenario(SPOT8, [f"spot.hazard={{dist: lifetimes, file: {LIFETIMES}, fit: weibull}}"])
+    res = simulate(sc, replicas=20, executor="inline")
+    _identities(res.df)
+    from hsisim.spot import resolve_spot
+
+    setup = resolve_spot(sc, 5.672)
+    assert setup is not None and setup.fit is not None and setup.fit.shape == pytest.approx(0.432, abs=1e-3)
+    assert setup.lifetime.mean == pytest.approx(setup.fit.mean_hours * 3600)
+
+
+def test_missing_lifetimes_file_is_a_clear_error() -> None:
+    from hsisim.errors import HsisimInputError
+    from hsisim.spot import resolve_spot
+
+    sc = parse_scenario(SPOT8, ["spot.hazard={dist: lifetimes, file: nowhere.csv}"])
+    with pytest.raises(HsisimInputError, match="not found"):
+        resolve_spot(sc, 1.0)

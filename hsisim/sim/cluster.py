@@ -24,10 +24,10 @@ class Node:
 class Cluster:
     """Nodes with their own interruption clocks, correlated reclaim events, and per-node prices."""
 
-    def __init__(self, job: Job, spot: SpotSetup | None, min_billed_s: float, rng_life: np.random.Generator,
+    def __init__(self, job: Job, spot: SpotSetup | None, min_billed_s: float, life_seed: np.random.SeedSequence,
                  rng_corr: np.random.Generator, rng_trace: np.random.Generator) -> None:
         self.job, self.spot, self.min_billed = job, spot, min_billed_s
-        self.rng_life, self.rng_corr = rng_life, rng_corr
+        self.life_seed, self.rng_corr = life_seed, rng_corr
         self.nodes: list[Node] = []
         self.spot_price = job.price_usd_per_node_hour
         self.od_price = job.on_demand_usd_per_node_hour
@@ -40,11 +40,17 @@ class Cluster:
         return now + float(self.rng_corr.exponential(1 / rate)) if rate > 0 else math.inf
 
     def launch(self, t: float, rank: int, spot: bool) -> Node:
-        """Start billing a node at ``t``; a spot node's reclaim time is drawn from its lifetime law."""
+        """Start billing a node at ``t``; a spot node's reclaim time is drawn from its lifetime law.
+
+        Every launched node draws from its own random stream (the n-th launch of a replica always
+        uses the same stream), so candidates compared with common random numbers see the same
+        lifetimes node for node.
+        """
         reclaim = math.inf
+        (stream,) = self.life_seed.spawn(1)
         if spot:
             assert self.spot is not None
-            reclaim = t + float(self.spot.lifetime.sample(self.rng_life))
+            reclaim = t + float(self.spot.lifetime.sample(np.random.default_rng(stream)))
         node = Node(rank, spot, t, reclaim)
         self.nodes.append(node)
         return node

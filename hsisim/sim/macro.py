@@ -98,8 +98,8 @@ class Replica:
         self.rng_delay = np.random.default_rng(ss[4])
         self.env = simpy.Environment()
         self.ledger = Ledger()
-        self.cluster = Cluster(job, spot, sc.cost.min_billed, np.random.default_rng(ss[2]),
-                               np.random.default_rng(ss[3]), np.random.default_rng(ss[5]))
+        self.cluster = Cluster(job, spot, sc.cost.min_billed, ss[2], np.random.default_rng(ss[3]),
+                               np.random.default_rng(ss[5]))
         self.every = every_steps(sc, job, model, spot, interval_override)
         self.local_ckpt = sc.checkpoint.storage == "local_nvme"
         self.checkpoints = self.interruptions = 0
