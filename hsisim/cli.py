@@ -30,18 +30,30 @@ def _guard(fn: Callable[[], T]) -> T:
 
 
 Sets = Annotated[list[str] | None, typer.Option("--set", help="Override a key: --set cluster.nodes=4 (repeatable).")]
+Seed = Annotated[int | None, typer.Option(help="Seed (default: the scenario's).")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+Workers = Annotated[int | None, typer.Option(help="Local worker processes (default: all cores).")]
+Executor = Annotated[str, typer.Option(help="inline | local")]
+
+
+def _check_execution(executor: str, seed: int | None) -> None:
+    """The execution flags every simulating command shares."""
+    if executor not in ("inline", "local"):
+        raise HsisimInputError(f"--executor must be inline or local, got {executor!r}")
+    if seed is not None and seed < 0:
+        raise HsisimInputError(f"--seed must not be negative, got {seed}")
 
 
 @app.command()
 def run(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
     replicas: Annotated[int | None, typer.Option(help="Replicas (default: the scenario's).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed (default: the scenario's).")] = None,
+    seed: Seed = None,
     set_: Sets = None,
     out: Annotated[Path | None, typer.Option(help="Write replicas.parquet, summary.json, scenario, manifest.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
-    workers: Annotated[int | None, typer.Option(help="Local worker processes (default: all cores).")] = None,
-    executor: Annotated[str, typer.Option(help="inline | local")] = "local",
+    as_json: AsJson = False,
+    workers: Workers = None,
+    executor: Executor = "local",
 ) -> None:
     """Simulate SCENARIO (Monte Carlo) and print the time budget, the bill and the percentiles."""
     from hsisim.montecarlo import simulate
@@ -51,10 +63,7 @@ def run(
         sc = load_scenario(scenario, set_ or [])
         if replicas is not None and replicas < 1:
             raise HsisimInputError(f"--replicas must be at least 1, got {replicas}")
-        if seed is not None and seed < 0:
-            raise HsisimInputError(f"--seed must not be negative, got {seed}")
-        if executor not in ("inline", "local"):
-            raise HsisimInputError(f"--executor must be inline or local, got {executor!r}")
+        _check_execution(executor, seed)
         if out is not None and out.exists() and not out.is_dir():
             raise HsisimInputError(f"--out {out} exists and is not a directory")
         n = replicas if replicas is not None else sc.simulation.replicas
@@ -92,11 +101,11 @@ def optimize(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file (a spot cluster).")],
     objective: Annotated[str, typer.Option(help="cost (per useful GPU-hour) | time (wall)")] = "cost",
     replicas: Annotated[int, typer.Option(help="Replicas per candidate interval (common random numbers).")] = 200,
-    seed: Annotated[int | None, typer.Option(help="Seed (default: the scenario's).")] = None,
+    seed: Seed = None,
     set_: Sets = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
-    workers: Annotated[int | None, typer.Option(help="Local worker processes (default: all cores).")] = None,
-    executor: Annotated[str, typer.Option(help="inline | local")] = "local",
+    as_json: AsJson = False,
+    workers: Workers = None,
+    executor: Executor = "local",
 ) -> None:
     """Find the checkpoint interval that minimises cost per useful GPU-hour (or wall time)."""
     from hsisim.optimize import optimize_interval
@@ -106,8 +115,7 @@ def optimize(
         sc = load_scenario(scenario, set_ or [])
         if replicas < 2:
             raise HsisimInputError(f"--replicas must be at least 2, got {replicas}")
-        if executor not in ("inline", "local"):
-            raise HsisimInputError(f"--executor must be inline or local, got {executor!r}")
+        _check_execution(executor, seed)
         return optimize_interval(sc, objective=objective, replicas=replicas, seed=seed, workers=workers,
                                  executor=executor)
 
