@@ -28,6 +28,9 @@ from hsisim.spot import SpotSetup
 
 Proc = Generator[simpy.Event, Any, Any]
 Worlds = Callable[[int], tuple[Job, StepModel]]  # active node count → (job, step model)
+# Epochs planned in one block by the two-level source: an epoch boundary only adds the loader's
+# epoch-start transient, so several epochs fit one vectorised block (fewer Python-level events).
+EPOCHS_PER_BLOCK = 16
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,8 @@ class Replica:
                 else math.inf
             join_at = self._join[0] if self._join else math.inf
             epoch, pos = divmod(step, job.steps_per_epoch)
-            end = min(job.total_steps, (epoch + 1) * job.steps_per_epoch)
+            span = EPOCHS_PER_BLOCK if isinstance(self.source, TwoLevelSource) else 1
+            end = min(job.total_steps, (epoch + span) * job.steps_per_epoch)
             first = self._cold
             step, cut = yield from self._block(step, end, epoch if (pos == 0 or first) else None,
                                                soft=min(notice_at, join_at), hard=t_loss)
@@ -231,43 +235,52 @@ class Replica:
         return step, None
 
     def _block(self, start: int, end: int, epoch: int | None, soft: float, hard: float) -> Proc:
-        """Run steps [start, end) unless an outside event comes first.
+        """Run steps [start, end) (one or more epochs) unless an outside event comes first.
 
         A ``soft`` event (a notice, a replacement ready to join) lets the current step, or the
         checkpoint being written, finish; a ``hard`` one (a reclaim) stops everything at once.
         Returns (step reached, None | "soft" | "hard").
         """
-        now = self.env.now
-        excess = self.source.epoch_start(self._cold) if epoch is not None else dict.fromkeys(TERMS, 0.0)
-        self._cold = False
-        persist_before = self._persist_end
+        now, spe = self.env.now, self.cur_job.steps_per_epoch
         cuts = self._checkpoint_steps(start, end)
-        bounds = np.append(cuts[cuts < end], end)
-        ns = np.diff(np.concatenate(([start], bounds))).astype(float)
+        epochs = np.arange((start // spe + 1) * spe, end, spe, dtype=np.int64)
+        bounds = np.union1d(np.union1d(cuts[cuts < end], epochs), [end]).astype(np.int64)
+        is_ck = np.isin(bounds, cuts)
+        starts = np.concatenate(([start], bounds[:-1]))
+        ns = (bounds - starts).astype(float)
+        # the loader's epoch-start transient opens every segment that starts an epoch (asked for
+        # first: the step-by-step source starts its loader there)
+        opens = starts % spe == 0
+        if epoch is not None:
+            opens[0] = True
+        excess_rows: list[tuple[int, dict[str, float]]] = []
+        for i in np.flatnonzero(opens):
+            excess_rows.append((int(i), self.source.epoch_start(self._cold)))
+            self._cold = False
+        self._cold = False
         seg = self.source.segments(ns)
+        for i, ex in excess_rows:
+            for t, v in ex.items():
+                seg[t][i] += v
         dur = np.sum([seg[t] for t in TERMS], axis=0)
-        t0 = now + sum(excess.values())
-        seg_end, ck_end, blocked, persist = self._timeline(t0, dur, len(cuts))
+        persist_before = self._persist_end
+        seg_end, ck_end, blocked, persist = self._timeline(now, dur, is_ck)
         total_end = float(ck_end[-1])
         stop, cut = total_end, None
         if soft < total_end:
-            stop, cut = self._step_boundary(max(soft, now), t0, ns, dur, seg_end, ck_end), "soft"
+            stop, cut = self._step_boundary(max(soft, now), now, ns, dur, seg_end, ck_end), "soft"
         if hard < stop:
             stop, cut = max(now, hard), "hard"
-        # how far the block got by `stop`
         j = int(np.searchsorted(ck_end, stop, side="right")) if cut else len(ns)
         parts = {t: 0.0 for t in TIME_TERMS}
-        frac_ex = 1.0 if stop >= t0 else ((stop - now) / (t0 - now) if t0 > now else 1.0)
-        for t, v in excess.items():
-            parts[t] += v * frac_ex
         reached = start
         if j > 0:
             for t in TERMS:
                 parts[t] += float(seg[t][:j].sum())
             parts["recover"] += float(blocked[:j].sum())
             reached = int(bounds[j - 1])
-        if j < len(ns) and stop > t0:
-            seg_start = float(ck_end[j - 1]) if j > 0 else t0
+        if j < len(ns):
+            seg_start = float(ck_end[j - 1]) if j > 0 else now
             if stop <= seg_end[j]:
                 f = (stop - seg_start) / dur[j] if dur[j] > 0 else 0.0
                 for t in TERMS:
@@ -278,15 +291,13 @@ class Replica:
                     parts[t] += float(seg[t][j])
                 parts["recover"] += stop - float(seg_end[j])
                 reached = int(bounds[j])
-        n_done = min(j, len(cuts))
-        if n_done < len(cuts):  # persists of checkpoints that were never taken do not happen
-            self._persist_end = float(persist[n_done - 1]) if n_done else persist_before
+        done = np.flatnonzero(is_ck[:j])
+        if len(done) < int(is_ck.sum()):  # persists of checkpoints that were never taken do not happen
+            self._persist_end = float(persist[done[-1]]) if len(done) else persist_before
         yield self.env.timeout(float(stop - now))
-        self._book(now, stop, parts, seg, blocked, excess, n_done, bounds, ck_end, persist, j)
+        self._book(now, stop, parts, seg, done, bounds, persist)
         if self.log is not None:
-            if epoch is not None:
-                self._note(f"epoch {epoch} started", min(t0, stop))
-            self._log_block(bounds, seg_end, ck_end, persist, n_done, stop)
+            self._log_block(now, starts, excess_rows, bounds, seg_end, ck_end, persist, done, stop)
         return reached, cut
 
     @staticmethod
@@ -303,9 +314,8 @@ class Replica:
         k = math.ceil((t - seg_start) / step - 1e-9) if step > 0 else 0
         return min(float(seg_end[j]), seg_start + k * step)
 
-    def _book(self, t0: float, t1: float, parts: dict[str, float], seg: dict[str, np.ndarray], blocked: np.ndarray,
-              excess: dict[str, float], n_ckpt: int, bounds: np.ndarray, ck_end: np.ndarray, persist: np.ndarray,
-              j: int) -> None:
+    def _book(self, t0: float, t1: float, parts: dict[str, float], seg: dict[str, np.ndarray], done: np.ndarray,
+              bounds: np.ndarray, persist: np.ndarray) -> None:
         led, span = self.ledger, t1 - t0
         before = led.snapshot()
         money_up = self.cluster.cost(t0, t1, up=True)
@@ -317,63 +327,70 @@ class Replica:
         led.add_money("overhead", self.cluster.cost(t0, t1, up=False))
         gpus = self.active_nodes * self.job.gpus_per_node
         led.useful_gpu_s += parts["compute"] * gpus
-        if n_ckpt == 0:
+        if len(done) == 0:
             return
-        self.checkpoints += n_ckpt
-        self._persisted.extend(persist[:n_ckpt].tolist())
+        self.checkpoints += len(done)
+        self._persisted.extend(persist[done].tolist())
         if self.spot is None:
             return
         # restore points: the ledger when training resumed after each of the last checkpoints
-        first = max(0, n_ckpt - 3)
-        ex = {t: excess.get(t, 0.0) for t in TIME_TERMS}
-        cum = {t: np.cumsum(seg[t][:n_ckpt]) + ex[t] for t in TERMS}
         holders = tuple(n.rank for n in self.cluster.alive()) if self.local_ckpt else ()
-        for i in range(first, n_ckpt):
+        cum = {t: np.cumsum(seg[t]) for t in TRAINING_TERMS}
+        for i in done[-3:]:
             times = {t: before.time[t] + float(cum[t][i]) for t in TRAINING_TERMS}
             money = {t: before.money[t] + float(cum[t][i]) * rate for t in TRAINING_TERMS}
             useful = before.useful_gpu_s + float(cum["compute"][i]) * gpus
             self._ckpts.append(Ckpt(int(bounds[i]), float(persist[i]), Snapshot(times, money, useful), holders))
-        now = t1
-        safe = [c for c in self._ckpts if c.persist <= now]
-        self._ckpts = ([safe[-1]] if safe else []) + [c for c in self._ckpts if c.persist > now]
+        safe = [c for c in self._ckpts if c.persist <= t1]
+        self._ckpts = ([safe[-1]] if safe else []) + [c for c in self._ckpts if c.persist > t1]
 
-    def _log_block(self, bounds: np.ndarray, seg_end: np.ndarray, ck_end: np.ndarray, persist: np.ndarray,
-                   n_done: int, stop: float) -> None:
+    def _log_block(self, t0: float, starts: np.ndarray, excess_rows: list[tuple[int, dict[str, float]]],
+                   bounds: np.ndarray, seg_end: np.ndarray, ck_end: np.ndarray, persist: np.ndarray,
+                   done: np.ndarray, stop: float) -> None:
         assert self.log is not None
         events: list[tuple[float, str]] = []
+        spe = self.cur_job.steps_per_epoch
+        opening = dict(excess_rows)
+        numbers = {int(i): self.checkpoints - len(done) + k + 1 for k, i in enumerate(done)}
         sync = not self.sc.checkpoint.async_
         for i in range(len(bounds)):
+            if i in opening:
+                begin = float(ck_end[i - 1]) if i > 0 else t0
+                at = begin + sum(opening[i].values())
+                if at <= stop + 1e-12:
+                    events.append((min(at, stop), f"epoch {int(starts[i]) // spe} started"))
             if seg_end[i] > stop + 1e-12:
                 break
             events.append((float(seg_end[i]), f"step {int(bounds[i])}"))
-            if i < n_done:
-                k = self.checkpoints - n_done + i + 1
-                if sync:
-                    events.append((float(ck_end[i]), f"checkpoint {k} written"))
-                else:
-                    events.append((float(ck_end[i]), f"checkpoint {k} snapshot at step {int(bounds[i])}"))
-                    events.append((float(persist[i]), f"checkpoint {k} persisted"))
+            k = numbers.get(i)
+            if k is None:
+                continue
+            if sync:
+                events.append((float(ck_end[i]), f"checkpoint {k} written"))
+            else:
+                events.append((float(ck_end[i]), f"checkpoint {k} snapshot at step {int(bounds[i])}"))
+                events.append((float(persist[i]), f"checkpoint {k} persisted"))
         self.log.extend(sorted(events, key=lambda e: e[0]))
 
-    def _timeline(self, t0: float, dur: np.ndarray, n_ckpt: int) -> tuple[np.ndarray, ...]:
+    def _timeline(self, t0: float, dur: np.ndarray, is_ck: np.ndarray) -> tuple[np.ndarray, ...]:
         """(segment ends, checkpoint ends, blocked seconds, persist times) of a block's segments."""
         job = self.cur_job
         async_ = self.sc.checkpoint.async_
-        blocked = np.zeros(len(dur))
         persist = np.full(len(dur), np.nan)
         block = job.ckpt_snapshot_s if async_ else job.ckpt_write_s
-        blocked[:n_ckpt] = block
+        blocked = np.where(is_ck, block, 0.0)
         ck_end = t0 + np.cumsum(dur + blocked)
         seg_end = ck_end - blocked
-        if n_ckpt == 0:
+        idx = np.flatnonzero(is_ck)
+        if len(idx) == 0:
             return seg_end, ck_end, blocked, persist
         if not async_:
-            persist[:n_ckpt] = ck_end[:n_ckpt]
+            persist[idx] = ck_end[idx]
             return seg_end, ck_end, blocked, persist
-        p = ck_end[:n_ckpt] + job.ckpt_write_s
+        p = ck_end[idx] + job.ckpt_write_s
         previous = np.concatenate(([self._persist_end], p[:-1]))
-        if np.all(previous <= seg_end[:n_ckpt]):
-            persist[:n_ckpt] = p
+        if np.all(previous <= seg_end[idx]):
+            persist[idx] = p
             self._persist_end = float(p[-1])
             return seg_end, ck_end, blocked, persist
         # some snapshot waits for the previous persist: walk the segments one by one
@@ -381,7 +398,7 @@ class Replica:
         for i in range(len(dur)):
             t += float(dur[i])
             seg_end[i] = t
-            if i < n_ckpt:
+            if is_ck[i]:
                 wait = max(0.0, self._persist_end - t)
                 blocked[i] = wait + job.ckpt_snapshot_s
                 t += blocked[i]
