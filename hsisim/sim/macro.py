@@ -254,8 +254,8 @@ class Replica:
         if epoch is not None:
             opens[0] = True
         excess_rows: list[tuple[int, dict[str, float]]] = []
-        for i in np.flatnonzero(opens):
-            excess_rows.append((int(i), self.source.epoch_start(self._cold)))
+        for k in np.flatnonzero(opens):
+            excess_rows.append((int(k), self.source.epoch_start(self._cold)))
             self._cold = False
         self._cold = False
         seg = self.source.segments(ns)
