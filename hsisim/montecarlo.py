@@ -25,7 +25,8 @@ import hsisim
 from hsisim.errors import HsisimInputError
 from hsisim.resolve import Job, resolve
 from hsisim.scenario import Scenario
-from hsisim.sim.macro import Replica, ReplicaResult
+from hsisim.sim.macro import Replica
+from hsisim.sim.records import ReplicaResult
 from hsisim.sim.stepmodel import StepModel, estimate
 from hsisim.spot import SpotSetup, resolve_spot
 

@@ -20,10 +20,12 @@ import simpy
 from hsisim.resolve import Job
 from hsisim.scenario import Scenario
 from hsisim.sim.cluster import Cluster, Node
-from hsisim.sim.ledger import MONEY_CATEGORIES, TIME_TERMS, TRAINING_TERMS, Ledger, Snapshot
+from hsisim.sim.ledger import TIME_TERMS, TRAINING_TERMS, Ledger, Snapshot
 from hsisim.sim.policy import every_steps
+from hsisim.sim.records import ReplicaResult
 from hsisim.sim.sources import StepSource, StepwiseSource, TwoLevelSource
 from hsisim.sim.stepmodel import TERMS, StepModel
+from hsisim.sim.timeline import step_boundary, timeline
 from hsisim.spot import SpotSetup
 
 Proc = Generator[simpy.Event, Any, Any]
@@ -31,45 +33,6 @@ Worlds = Callable[[int], tuple[Job, StepModel]]  # active node count → (job, s
 # Epochs planned in one block by the two-level source: an epoch boundary only adds the loader's
 # epoch-start transient, so several epochs fit one vectorised block (fewer Python-level events).
 EPOCHS_PER_BLOCK = 16
-
-
-@dataclass(frozen=True)
-class ReplicaResult:
-    """One replica's outcome. Times in seconds, money in USD."""
-
-    replica: int
-    wall: float
-    time: dict[str, float]
-    money: dict[str, float]
-    useful_gpu_h: float
-    billed_gpu_h: float
-    spot_node_h: float
-    interruptions: int
-    checkpoints: int
-    fell_back: bool = False
-    finished: bool = True
-
-    @property
-    def cost(self) -> float:
-        return sum(self.money.values())
-
-    def row(self) -> dict[str, float]:
-        """Flat metrics for the results table (the names of the CLI contract)."""
-        h = 3600.0
-        out: dict[str, float] = {"replica": self.replica, "wall_h": self.wall / h}
-        out.update({f"t_{t}_h": self.time[t] / h for t in TIME_TERMS})
-        out["eta"] = self.time["compute"] / self.wall if self.wall > 0 else 0.0
-        out.update({f"cost_{c}_usd": self.money[c] for c in MONEY_CATEGORIES})
-        out["cost_usd"] = self.cost
-        out["useful_gpu_h"] = self.useful_gpu_h
-        out["billed_gpu_h"] = self.billed_gpu_h
-        out["cost_per_useful_gpu_h"] = self.cost / self.useful_gpu_h if self.useful_gpu_h > 0 else math.inf
-        out["spot_node_h"] = self.spot_node_h
-        out["interruptions"] = self.interruptions
-        out["checkpoints"] = self.checkpoints
-        out["fell_back"] = float(self.fell_back)
-        out["finished"] = float(self.finished)
-        return out
 
 
 @dataclass(frozen=True)
@@ -264,11 +227,14 @@ class Replica:
                 seg[t][i] += v
         dur = np.sum([seg[t] for t in TERMS], axis=0)
         persist_before = self._persist_end
-        seg_end, ck_end, blocked, persist = self._timeline(now, dur, is_ck)
+        job = self.cur_job
+        block = job.ckpt_snapshot_s if self.sc.checkpoint.async_ else job.ckpt_write_s
+        seg_end, ck_end, blocked, persist, self._persist_end = timeline(
+            now, dur, is_ck, block, job.ckpt_write_s if self.sc.checkpoint.async_ else None, self._persist_end)
         total_end = float(ck_end[-1])
         stop, cut = total_end, None
         if soft < total_end:
-            stop, cut = self._step_boundary(max(soft, now), now, ns, dur, seg_end, ck_end), "soft"
+            stop, cut = step_boundary(max(soft, now), now, ns, dur, seg_end, ck_end), "soft"
         if hard < stop:
             stop, cut = max(now, hard), "hard"
         j = int(np.searchsorted(ck_end, stop, side="right")) if cut else len(ns)
@@ -299,20 +265,6 @@ class Replica:
         if self.log is not None:
             self._log_block(now, starts, excess_rows, bounds, seg_end, ck_end, persist, done, stop)
         return reached, cut
-
-    @staticmethod
-    def _step_boundary(t: float, t0: float, ns: np.ndarray, dur: np.ndarray, seg_end: np.ndarray,
-                       ck_end: np.ndarray) -> float:
-        """The first moment at or after ``t`` when no step or checkpoint is in progress."""
-        if t <= t0:
-            return t0
-        j = int(np.searchsorted(ck_end, t, side="left"))
-        seg_start = float(ck_end[j - 1]) if j > 0 else t0
-        if t > seg_end[j]:  # inside a checkpoint write: let it finish
-            return float(ck_end[j])
-        step = float(dur[j]) / ns[j] if ns[j] else 0.0
-        k = math.ceil((t - seg_start) / step - 1e-9) if step > 0 else 0
-        return min(float(seg_end[j]), seg_start + k * step)
 
     def _book(self, t0: float, t1: float, parts: dict[str, float], seg: dict[str, np.ndarray], done: np.ndarray,
               bounds: np.ndarray, persist: np.ndarray) -> None:
@@ -371,41 +323,6 @@ class Replica:
                 events.append((float(ck_end[i]), f"checkpoint {k} snapshot at step {int(bounds[i])}"))
                 events.append((float(persist[i]), f"checkpoint {k} persisted"))
         self.log.extend(sorted(events, key=lambda e: e[0]))
-
-    def _timeline(self, t0: float, dur: np.ndarray, is_ck: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(segment ends, checkpoint ends, blocked seconds, persist times) of a block's segments."""
-        job = self.cur_job
-        async_ = self.sc.checkpoint.async_
-        persist = np.full(len(dur), np.nan)
-        block = job.ckpt_snapshot_s if async_ else job.ckpt_write_s
-        blocked = np.where(is_ck, block, 0.0)
-        ck_end = t0 + np.cumsum(dur + blocked)
-        seg_end = ck_end - blocked
-        idx = np.flatnonzero(is_ck)
-        if len(idx) == 0:
-            return seg_end, ck_end, blocked, persist
-        if not async_:
-            persist[idx] = ck_end[idx]
-            return seg_end, ck_end, blocked, persist
-        p = ck_end[idx] + job.ckpt_write_s
-        previous = np.concatenate(([self._persist_end], p[:-1]))
-        if np.all(previous <= seg_end[idx]):
-            persist[idx] = p
-            self._persist_end = float(p[-1])
-            return seg_end, ck_end, blocked, persist
-        # some snapshot waits for the previous persist: walk the segments one by one
-        t = t0
-        for i in range(len(dur)):
-            t += float(dur[i])
-            seg_end[i] = t
-            if is_ck[i]:
-                wait = max(0.0, self._persist_end - t)
-                blocked[i] = wait + job.ckpt_snapshot_s
-                t += blocked[i]
-                self._persist_end = t + job.ckpt_write_s
-                persist[i] = self._persist_end
-            ck_end[i] = t
-        return seg_end, ck_end, blocked, persist
 
     def _checkpoint_steps(self, start: int, end: int) -> np.ndarray:
         """Steps in (start, end] after which a periodic checkpoint is taken (never after the last)."""
