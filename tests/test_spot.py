@@ -286,3 +286,18 @@ def test_missing_lifetimes_file_is_a_clear_error() -> None:
     sc = parse_scenario(SPOT8, ["spot.hazard={dist: lifetimes, file: nowhere.csv}"])
     with pytest.raises(HsisimInputError, match="not found"):
         resolve_spot(sc, 1.0)
+
+
+def test_kept_compute_is_exactly_the_job_whatever_the_checkpoint_losses() -> None:
+    # two nodes, local NVMe checkpoints on rank 0's node: losing rank 1 restores from the
+    # checkpoint, losing rank 0 restarts from step 0 and every earlier kept step becomes lost work
+    text = ONE_NODE % dict(steps=20000, step="1 s", hazard="{dist: exponential, rate_per_hour: 0.5}",
+                           delay="{dist: constant, value: 1 min}", every=600, write="5 s", restore="5 s",
+                           boot="0 s", replicas=200)
+    sc = parse_scenario(text.replace("nodes: 1", "nodes: 2").replace("global_batch: 64", "global_batch: 128")
+                        .replace("every_steps: 600,", "every_steps: 600, storage: local_nvme,"))
+    df = simulate(sc, executor="inline").df
+    _identities(df)
+    assert (df["interruptions"] >= 2).mean() > 0.5
+    assert df["t_compute_h"].to_numpy() == pytest.approx(20000 / 3600, rel=1e-9)
+    assert df["useful_gpu_h"].to_numpy() == pytest.approx(2 * 20000 / 3600, rel=1e-9)

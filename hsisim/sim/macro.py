@@ -56,7 +56,7 @@ class Replica:
     def __init__(self, sc: Scenario, job: Job, model: StepModel, seed: np.random.SeedSequence, index: int,
                  log: list[tuple[float, str]] | None = None, spot: SpotSetup | None = None,
                  worlds: Worlds | None = None, interval_override: float | None = None) -> None:
-        self.sc, self.job, self.model, self.index, self.log, self.spot = sc, job, model, index, log, spot
+        self.sc, self.job, self.index, self.log, self.spot = sc, job, index, log, spot
         self.worlds = worlds or (lambda n: (job, model))
         ss = seed.spawn(6)
         self.rng_queue = np.random.default_rng(ss[0])
@@ -74,7 +74,8 @@ class Replica:
         self._persist_end = -math.inf
         self._persisted: list[float] = []
         self._ckpts: list[Ckpt] = []
-        self._resume: Ckpt | None = None
+        self._resume: Ckpt | None = None  # where training last (re)started, with the ledger then
+        self._origin: Ckpt | None = None  # step 0: the restore point when no checkpoint survives
         self._cold = True  # the next block starts with an empty loader (first epoch / after a restart)
         self._join: tuple[float, Node] | None = None  # elastic: a replacement that will join
         self._noticed = math.nan  # the reclaim whose notice was already handled
@@ -90,7 +91,7 @@ class Replica:
         job, model = self.worlds(nodes)
         self.cur_job, self.cur_model = job, model
         self.source: StepSource = StepwiseSource(job, self.rng_steps) if self.sc.simulation.fidelity == "step" \
-            else TwoLevelSource(model, job, self.rng_steps)
+            else TwoLevelSource(model, self.rng_steps)
 
     def _spend(self, term: str, t0: float, t1: float, up_category: str, boot_category: str = "overhead") -> None:
         self.ledger.add_time(term, t1 - t0)
@@ -154,12 +155,15 @@ class Replica:
             if loss is None and first and self.job.oom_retry_s:
                 loss = yield from self._advance("stall", self.job.oom_retry_s, "OOM retries done")
             restore = self._restore_point(self.env.now)
-            if loss is None and restore is not None:
+            if loss is None and restore is not None and restore.step > 0:
                 loss = yield from self._advance("recover", self.job.ckpt_restore_s, f"restored step {restore.step}")
             if loss is None:
                 self._set_world(len([n for n in self.cluster.alive() if n.up]))
                 self._cold = True
-                self._resume = Ckpt(restore.step if restore else 0, -math.inf, self.ledger.snapshot(), ())
+                self._resume = Ckpt(restore.step if restore else 0, -math.inf, self.ledger.snapshot(),
+                                    restore.nodes if restore else ())
+                if self._origin is None:
+                    self._origin = self._resume
                 return self._resume.step
             yield from self._replace(loss)
 
@@ -286,7 +290,7 @@ class Replica:
         if self.spot is None:
             return
         # restore points: the ledger when training resumed after each of the last checkpoints
-        holders = tuple(n.rank for n in self.cluster.alive()) if self.local_ckpt else ()
+        holders = self._holders()
         cum = {t: np.cumsum(seg[t]) for t in TRAINING_TERMS}
         for i in done[-3:]:
             times = {t: before.time[t] + float(cum[t][i]) for t in TRAINING_TERMS}
@@ -346,45 +350,49 @@ class Replica:
         self._spend("recover", now, self.env.now, "recover")
         self.checkpoints += 1
         self._persisted.append(self.env.now)
-        holders = tuple(n.rank for n in self.cluster.alive()) if self.local_ckpt else ()
-        self._ckpts.append(Ckpt(step, self.env.now, self.ledger.snapshot(), holders))
+        self._ckpts.append(Ckpt(step, self.env.now, self.ledger.snapshot(), self._holders()))
         self._persist_end = self.env.now
         self._note(f"emergency checkpoint at step {step}")
 
+    def _holders(self) -> tuple[int, ...]:
+        """Node ranks whose local NVMe a checkpoint taken now lives on: rank 0's node, or every
+        node when ZeRO shards the state; nothing for remote storage."""
+        if not self.local_ckpt:
+            return ()
+        if self.sc.model.zero_stage == 0:
+            return (0,)
+        return tuple(n.rank for n in self.cluster.alive() if n.up)
+
     def _restore_point(self, t: float) -> Ckpt | None:
+        """The newest checkpoint persisted by ``t``, else where training last started (None before)."""
         done = [c for c in self._ckpts if c.persist <= t]
         newest = done[-1] if done else None
-        if self._resume is not None and (newest is None or newest.step <= self._resume.step):
-            return self._resume if self._resume.step > 0 else None
-        return newest
+        base = self._resume
+        if base is None:
+            return None
+        return newest if newest is not None and newest.step > base.step else base
 
     def _lost(self, loss: Loss) -> Proc:
         """A reclaim during training: lose the work since the restore point, then recover."""
         self._persisted = [p for p in self._persisted if p <= loss.time]
         restore = self._restore_point(loss.time)
-        lost_ranks = {n.rank for n in loss.nodes}
-        if restore is not None and restore.nodes and lost_ranks & set(restore.nodes):
+        assert restore is not None and self._origin is not None
+        if set(restore.nodes) & {n.rank for n in loss.nodes}:
             self._note("the checkpoint on local NVMe went with the node")
             self._ckpts.clear()
-            restore = None
-        base = self._latest_base(restore)
-        self.ledger.lose_since(base)
-        self._resume = Ckpt(restore.step if restore else 0, -math.inf, base, ())
-        self._ckpts = [c for c in self._ckpts if restore is None or c.step <= restore.step]
+            restore = self._origin
+        # the ledger's training terms return to the restore point's; the difference was lost work
+        self.ledger.lose_since(restore.snap)
+        self._resume = Ckpt(restore.step, -math.inf, restore.snap, restore.nodes)
+        self._ckpts = [c for c in self._ckpts if c.step <= restore.step]
         self._persist_end = -math.inf
-        self._note(f"reclaimed {len(loss.nodes)} node(s); restore from step {restore.step if restore else 0}")
+        self._note(f"reclaimed {len(loss.nodes)} node(s); restore from step {restore.step}")
         mode = self.spot.recovery if self.spot else "restart"
         survivors = len([n for n in self.cluster.alive() if n.up]) - len([n for n in loss.nodes if n.up])
         if mode == "elastic" and survivors > 0:
             return (yield from self._shrink(loss))
         yield from self._replace(loss)
         return (yield from self._bring_up(first=False))
-
-    def _latest_base(self, restore: Ckpt | None) -> Snapshot:
-        if self._resume is not None and (restore is None or restore.step <= self._resume.step):
-            return self._resume.snap
-        assert restore is not None
-        return restore.snap
 
     def _end_nodes(self, nodes: list[Node], t: float, reclaimed: bool) -> None:
         for n in nodes:
@@ -440,11 +448,12 @@ class Replica:
         self._end_nodes(loss.nodes, loss.time, reclaimed=True)
         yield from self._advance("overhead", self.sc.overhead.rendezvous, "rendezvous (shrink)")
         restore = self._resume
-        if restore is not None and restore.step > 0:
+        assert restore is not None
+        if restore.step > 0:
             yield from self._advance("recover", self.cur_job.ckpt_restore_s, "restored (shrink)")
         self._set_world(len([n for n in self.cluster.alive() if n.up]))
         self._cold = True
-        self._resume = Ckpt(restore.step if restore else 0, -math.inf, self.ledger.snapshot(), ())
+        self._resume = Ckpt(restore.step, -math.inf, self.ledger.snapshot(), restore.nodes)
         self._request_replacement(loss.nodes[0].rank)
         return self._resume.step
 
@@ -478,7 +487,7 @@ class Replica:
         self._cold = True
         self._ckpts.clear()
         self._persist_end = -math.inf
-        self._resume = Ckpt(step, -math.inf, self.ledger.snapshot(), ())
+        self._resume = Ckpt(step, -math.inf, self.ledger.snapshot(), self._holders())
 
     # -- result -------------------------------------------------------------------------------
     def run(self) -> ReplicaResult:

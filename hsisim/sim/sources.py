@@ -26,8 +26,8 @@ class TwoLevelSource:
     is exact: n·μ and n·μ_busy.
     """
 
-    def __init__(self, model: StepModel, job: Job, rng: np.random.Generator) -> None:
-        self.m, self.job, self.rng = model, job, rng
+    def __init__(self, model: StepModel, rng: np.random.Generator) -> None:
+        self.m, self.rng = model, rng
         m = model
         self.mu_busy = m.mean["compute"] + m.mean["stall"]
         self.stall_frac = m.mean["stall"] / self.mu_busy if self.mu_busy > 0 else 0.0
