@@ -38,8 +38,9 @@ Executor = Annotated[str, typer.Option(help="inline | local")]
 
 def _check_execution(executor: str, seed: int | None) -> None:
     """The execution flags every simulating command shares."""
-    if executor not in ("inline", "local"):
-        raise HsisimInputError(f"--executor must be inline or local, got {executor!r}")
+    from hsisim.montecarlo import check_executor
+
+    check_executor(executor)
     if seed is not None and seed < 0:
         raise HsisimInputError(f"--seed must not be negative, got {seed}")
 

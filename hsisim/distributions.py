@@ -8,6 +8,7 @@ its ``mean`` and ``variance``; tests compare sample moments with these.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from typing import Annotated, Literal
 
 import numpy as np
@@ -22,16 +23,20 @@ Seconds = Annotated[float, BeforeValidator(units.duration)]
 class _Dist(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # pydantic's model metaclass derives from ABCMeta, so these are enforced on subclasses
     @property
+    @abstractmethod
     def mean(self) -> float:
-        raise NotImplementedError
+        """Analytic mean (seconds where the parameters are durations)."""
 
     @property
+    @abstractmethod
     def variance(self) -> float:
-        raise NotImplementedError
+        """Analytic variance."""
 
+    @abstractmethod
     def sample(self, rng: np.random.Generator, n: int | None = None) -> np.ndarray | float:
-        raise NotImplementedError
+        """One draw (``n`` None) or an array of ``n`` draws."""
 
 
 class Constant(_Dist):

@@ -35,6 +35,13 @@ SUMMARY_METRICS = ("wall_h", "t_compute_h", "t_data_h", "t_comm_h", "t_stall_h",
                    "checkpoints", "spot_node_h", "cost_compute_usd", "cost_data_usd", "cost_comm_usd", "cost_stall_usd",
                    "cost_recover_usd", "cost_overhead_usd", "cost_idle_usd", "cost_storage_usd", "cost_egress_usd")
 CHUNK = 64  # replicas per task sent to a worker process
+EXECUTORS = ("inline", "local")
+
+
+def check_executor(executor: str) -> None:
+    """Bad ``--executor`` values are input errors."""
+    if executor not in EXECUTORS:
+        raise HsisimInputError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
 
 
 @dataclass
@@ -165,8 +172,7 @@ def simulate(sc: Scenario, *, replicas: int | None = None, seed: int | None = No
     s = seed if seed is not None else sc.simulation.seed
     if n < 1:
         raise HsisimInputError("--replicas must be at least 1", key="simulation.replicas")
-    if executor not in ("inline", "local"):
-        raise HsisimInputError(f"unknown executor {executor!r}; known: inline, local", key="--executor")
+    check_executor(executor)
     prep = prepared or prepare(sc, s)
     if sc.checkpoint.policy == "optimal" and interval_override is None and prep.interval_override is None:
         from hsisim.optimize import optimal_interval
