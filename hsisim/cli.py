@@ -32,17 +32,39 @@ def _guard(fn: Callable[[], T]) -> T:
 Sets = Annotated[list[str] | None, typer.Option("--set", help="Override a key: --set cluster.nodes=4 (repeatable).")]
 Seed = Annotated[int | None, typer.Option(help="Seed (default: the scenario's).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
-Workers = Annotated[int | None, typer.Option(help="Local worker processes (default: all cores).")]
-Executor = Annotated[str, typer.Option(help="inline | local")]
+Workers = Annotated[int | None, typer.Option(help="Worker processes, local or Dask LocalCluster (default: all cores).")]
+Executor = Annotated[str, typer.Option(help="inline | local | dask")]
+Scheduler = Annotated[str | None, typer.Option(help="Dask scheduler tcp://HOST:PORT (default: a LocalCluster).")]
+Out = Annotated[Path | None, typer.Option(help="Directory for replicas.parquet (streamed in parts) and summary.")]
+Resume = Annotated[bool, typer.Option("--resume", help="Continue the interrupted run in --out.")]
 
 
-def _check_execution(executor: str, seed: int | None) -> None:
+def _check_execution(executor: str, scheduler: str | None, seed: int | None, out: Path | None = None,
+                     resume: bool = False) -> None:
     """The execution flags every simulating command shares."""
     from hsisim.montecarlo import check_executor
 
-    check_executor(executor)
+    check_executor(executor, scheduler)
     if seed is not None and seed < 0:
         raise HsisimInputError(f"--seed must not be negative, got {seed}")
+    if resume and out is None:
+        raise HsisimInputError("--resume needs --out DIR (the directory of the run to continue)")
+    if out is not None and out.exists() and not out.is_dir():
+        raise HsisimInputError(f"--out {out} exists and is not a directory")
+
+
+def _fraction(text: str | None, flag: str) -> float | None:
+    """'1%' or '0.01' → 0.01."""
+    if text is None:
+        return None
+    t = text.strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise HsisimInputError(f"{flag} expects a fraction like 1% or 0.01, got {text!r}") from None
+    if not 0 < value < 1:
+        raise HsisimInputError(f"{flag} must be between 0 and 100 %, got {text!r}")
+    return value
 
 
 @app.command()
@@ -51,10 +73,15 @@ def run(
     replicas: Annotated[int | None, typer.Option(help="Replicas (default: the scenario's).")] = None,
     seed: Seed = None,
     set_: Sets = None,
-    out: Annotated[Path | None, typer.Option(help="Write replicas.parquet, summary.json, scenario, manifest.")] = None,
+    out: Out = None,
     as_json: AsJson = False,
     workers: Workers = None,
     executor: Executor = "local",
+    scheduler: Scheduler = None,
+    resume: Resume = False,
+    ci_halfwidth: Annotated[str | None, typer.Option(
+        help="Run until the 95 % CI of the mean cost is this tight (e.g. 1%), instead of --replicas.")] = None,
+    max_replicas: Annotated[int, typer.Option(help="Most replicas --ci-halfwidth may run.")] = 100_000,
 ) -> None:
     """Simulate SCENARIO (Monte Carlo) and print the time budget, the bill and the percentiles."""
     from hsisim.montecarlo import simulate
@@ -64,17 +91,16 @@ def run(
         sc = load_scenario(scenario, set_ or [])
         if replicas is not None and replicas < 1:
             raise HsisimInputError(f"--replicas must be at least 1, got {replicas}")
-        _check_execution(executor, seed)
-        if out is not None and out.exists() and not out.is_dir():
-            raise HsisimInputError(f"--out {out} exists and is not a directory")
-        n = replicas if replicas is not None else sc.simulation.replicas
-        return _with_progress(lambda tick: simulate(sc, replicas=replicas, seed=seed, workers=workers,
-                                                    executor=executor, progress=tick), n, quiet=as_json)
+        if replicas is not None and ci_halfwidth is not None:
+            raise HsisimInputError("give --replicas or --ci-halfwidth, not both")
+        target = _fraction(ci_halfwidth, "--ci-halfwidth")
+        _check_execution(executor, scheduler, seed, out, resume)
+        return _with_progress(lambda tick: simulate(
+            sc, replicas=replicas, seed=seed, workers=workers, executor=executor, scheduler=scheduler,
+            progress=tick, out=out, resume=resume, ci_halfwidth=target, max_replicas=max_replicas), quiet=as_json)
 
     results = _guard(go)
     summary = results.summary()
-    if out is not None:
-        results.write(out)
     if as_json:
         typer.echo(json.dumps(summary))
     else:
@@ -86,15 +112,78 @@ def run(
             typer.echo(f"results written to {out}/")
 
 
-def _with_progress(fn: Callable[[Callable[[int], None]], T], total: int, quiet: bool) -> T:
+def _with_progress(fn: Callable[[Callable[[int, int], None]], T], quiet: bool) -> T:
+    """Run ``fn(tick)`` under a rich progress bar (replicas, replicas/s, ETA) when stderr is a terminal."""
     if quiet or not sys.stderr.isatty():
-        return fn(lambda n: None)
+        return fn(lambda n, total: None)
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with Progress(TextColumn("replicas"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  transient=True) as bar:
-        task = bar.add_task("replicas", total=total)
-        return fn(lambda n: bar.advance(task, n))
+    rate = TextColumn("{task.fields[rate]}")
+    with Progress(TextColumn("replicas"), BarColumn(), MofNCompleteColumn(), rate, TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("replicas", total=None, rate="")
+
+        def tick(n: int, total: int) -> None:
+            t = bar.tasks[0]
+            bar.update(task, advance=n, total=max(total, t.total or 0))
+            speed = bar.tasks[0].speed
+            bar.update(task, rate=f"{speed:,.0f} replicas/s" if speed else "")
+
+        return fn(tick)
+
+
+@app.command()
+def plan(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    budget: Annotated[float | None, typer.Option(help="Budget in USD (default: simulation.budget_usd).")] = None,
+    deadline: Annotated[str | None, typer.Option(help="Deadline, e.g. 36h or 3 days (default: simulation.deadline).")
+                        ] = None,
+    sweep: Annotated[list[str] | None, typer.Option(
+        help="KEY=V1,V2,... : simulate every combination (repeatable), e.g. cluster.nodes=1,2,4.")] = None,
+    confidence: Annotated[float, typer.Option(help="Probability a recommendation must reach for budget and deadline.")
+                          ] = 0.9,
+    replicas: Annotated[int | None, typer.Option(help="Replicas per combination (default: the scenario's).")] = None,
+    seed: Seed = None,
+    set_: Sets = None,
+    out: Out = None,
+    as_json: AsJson = False,
+    workers: Workers = None,
+    executor: Executor = "local",
+    scheduler: Scheduler = None,
+    resume: Resume = False,
+) -> None:
+    """Budget planning: P(cost ≤ budget), P(time ≤ deadline), sweeps with a Pareto table and a recommendation."""
+    from hsisim.plan import plan as make_plan
+    from hsisim.units import duration
+
+    def go() -> Any:
+        if replicas is not None and replicas < 2:
+            raise HsisimInputError(f"--replicas must be at least 2, got {replicas}")
+        _check_execution(executor, scheduler, seed, out, resume)
+        try:
+            d = duration(deadline) if deadline is not None else None
+        except (ValueError, TypeError) as exc:
+            raise HsisimInputError(f"--deadline: {exc}") from None
+        result = _with_progress(lambda tick: make_plan(
+            scenario, sets=set_ or [], sweeps=sweep or [], budget=budget, deadline_s=d, confidence=confidence,
+            replicas=replicas, seed=seed, workers=workers, executor=executor, scheduler=scheduler, out=out,
+            resume=resume, progress=tick), quiet=as_json)
+        if out is not None:
+            from hsisim.montecarlo.store import atomic_write
+
+            out.mkdir(parents=True, exist_ok=True)
+            atomic_write(out / "plan.json", lambda p: Path(p).write_text(json.dumps(result, indent=2)))
+        return result
+
+    result = _guard(go)
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    from rich.console import Console
+
+    from hsisim.report.table import print_plan
+    print_plan(result, Console())
 
 
 @app.command()
@@ -107,6 +196,7 @@ def optimize(
     as_json: AsJson = False,
     workers: Workers = None,
     executor: Executor = "local",
+    scheduler: Scheduler = None,
 ) -> None:
     """Find the checkpoint interval that minimises cost per useful GPU-hour (or wall time)."""
     from hsisim.optimize import optimize_interval
@@ -116,9 +206,9 @@ def optimize(
         sc = load_scenario(scenario, set_ or [])
         if replicas < 2:
             raise HsisimInputError(f"--replicas must be at least 2, got {replicas}")
-        _check_execution(executor, seed)
+        _check_execution(executor, scheduler, seed)
         return optimize_interval(sc, objective=objective, replicas=replicas, seed=seed, workers=workers,
-                                 executor=executor)
+                                 executor=executor, scheduler=scheduler)
 
     result = _guard(go).to_json()
     if as_json:

@@ -10,6 +10,7 @@ its 95 % confidence interval.
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from scipy import optimize
 
 from hsisim.analytic import checkpoint as ckpt
 from hsisim.errors import HsisimInputError
-from hsisim.montecarlo import Prepared, prepare, simulate
+from hsisim.montecarlo import Executor, Prepared, open_executor, prepare, simulate
 from hsisim.scenario import Scenario
 from hsisim.sim.policy import checkpoint_cost
 
@@ -57,24 +58,23 @@ class OptimizeResult:
 class _Evaluator:
     """Mean objective per interval, with per-replica values kept for the paired bootstrap."""
 
-    def __init__(self, sc: Scenario, prep: Prepared, metric: str, replicas: int, seed: int, workers: int | None,
-                 executor: str) -> None:
-        self.sc, self.prep, self.metric, self.n, self.seed = sc, prep, metric, replicas, seed
-        self.workers, self.executor = workers, executor
+    def __init__(self, sc: Scenario, prep: Prepared, metric: str, replicas: int, seed: int, pool: Executor) -> None:
+        self.sc, self.prep, self.metric, self.n, self.seed, self.pool = sc, prep, metric, replicas, seed, pool
         self.values: dict[float, np.ndarray] = {}
 
     def __call__(self, tau: float) -> float:
         key = round(float(tau), 6)
         if key not in self.values:
-            res = simulate(self.sc, replicas=self.n, seed=self.seed, workers=self.workers, executor=self.executor,
-                           interval_override=key, prepared=self.prep)
+            res = simulate(self.sc, replicas=self.n, seed=self.seed, interval_override=key, prepared=self.prep,
+                           pool=self.pool)
             self.values[key] = res.df[self.metric].to_numpy(dtype=float)
         return float(self.values[key].mean())
 
 
 def optimize_interval(sc: Scenario, *, objective: str = "cost", replicas: int = 200, seed: int | None = None,
-                      workers: int | None = None, executor: str = "local", prep: Prepared | None = None,
-                      grid_points: int = 9) -> OptimizeResult:
+                      workers: int | None = None, executor: str = "local", scheduler: str | None = None,
+                      prep: Prepared | None = None, grid_points: int = 9, pool: Executor | None = None
+                      ) -> OptimizeResult:
     """Find the checkpoint interval (training progress) that minimises the objective's mean."""
     if objective not in OBJECTIVES:
         raise HsisimInputError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -88,18 +88,21 @@ def optimize_interval(sc: Scenario, *, objective: str = "cost", replicas: int = 
     mtbf = prep.spot.mtbf_s
     young, daly = ckpt.young_interval(delta, mtbf), ckpt.daly_interval(delta, mtbf)
     floor = max(prep.model.mu, 1e-3)  # at least one step between checkpoints
-    ev = _Evaluator(sc, prep, OBJECTIVES[objective], replicas, s, workers, executor)
-    grid = np.unique(np.maximum(floor, daly * np.logspace(-1.5, 1.5, grid_points)))
-    means = np.array([ev(t) for t in grid])
-    i = int(np.argmin(means))
-    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
-    if hi > lo:
-        res = optimize.minimize_scalar(lambda x: ev(math.exp(x)), bounds=(math.log(lo), math.log(hi)),
-                                       method="bounded", options={"xatol": 0.05, "maxiter": 6})
-        best = math.exp(res.x) if res.fun <= means[i] else float(grid[i])
-    else:
-        best = float(grid[i])
-    best = round(best, 6)
+    with ExitStack() as stack:
+        ex = pool or stack.enter_context(open_executor(executor, workers, scheduler))
+        ev = _Evaluator(sc, prep, OBJECTIVES[objective], replicas, s, ex)
+        grid = np.unique(np.maximum(floor, daly * np.logspace(-1.5, 1.5, grid_points)))
+        means = np.array([ev(t) for t in grid])
+        i = int(np.argmin(means))
+        lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+        if hi > lo:
+            res = optimize.minimize_scalar(lambda x: ev(math.exp(x)), bounds=(math.log(lo), math.log(hi)),
+                                           method="bounded", options={"xatol": 0.05, "maxiter": 6})
+            best = math.exp(res.x) if res.fun <= means[i] else float(grid[i])
+        else:
+            best = float(grid[i])
+        best = round(best, 6)
+        at = (ev(best), ev(young), ev(daly))
     ci = _bootstrap(ev, np.random.default_rng(np.random.SeedSequence(s, spawn_key=(2,))))
     curve = []
     for t in sorted(ev.values):
@@ -107,8 +110,7 @@ def optimize_interval(sc: Scenario, *, objective: str = "cost", replicas: int = 
         finite = bool(np.isfinite(v).all()) and len(v) > 1
         half = 1.96 * float(v.std(ddof=1)) / math.sqrt(len(v)) if finite else math.inf
         curve.append((t, float(v.mean()), half))
-    return OptimizeResult(objective, best, ci, young, daly, mtbf, delta, ev(best), ev(young), ev(daly), curve,
-                          replicas)
+    return OptimizeResult(objective, best, ci, young, daly, mtbf, delta, *at, curve, replicas)
 
 
 def _bootstrap(ev: _Evaluator, rng: np.random.Generator, rounds: int = 400) -> tuple[float, float]:
@@ -137,7 +139,6 @@ def _vertex(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.clip(-b / (2 * a), xs[0], xs[-1]))
 
 
-def optimal_interval(sc: Scenario, prep: Prepared, *, seed: int, workers: int | None, executor: str) -> float:
+def optimal_interval(sc: Scenario, prep: Prepared, *, seed: int, pool: Executor) -> float:
     """The interval for ``checkpoint.policy: optimal`` (cost objective, 100 replicas per candidate)."""
-    return optimize_interval(sc, prep=prep, seed=seed, workers=workers, executor=executor,
-                             replicas=100).optimal_interval_s
+    return optimize_interval(sc, prep=prep, seed=seed, pool=pool, replicas=100).optimal_interval_s

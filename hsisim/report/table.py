@@ -73,6 +73,65 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
         h.add_row("P(wall time ≤ deadline)", f"{summary['p_deadline']:.1%}")
     if "p_budget" in summary:
         h.add_row("P(cost ≤ budget)", f"{summary['p_budget']:.1%}")
+    if "stopping" in summary:
+        st = summary["stopping"]
+        h.add_row("stopped at", f"{st['replicas']} replicas, mean cost ± {st['ci_halfwidth']:.2%} (target "
+                  f"{st['ci_halfwidth_target']:.2%}{', maximum reached' if st['reached_max'] else ''})")
+    console.print(h)
+
+
+def _p(row: dict[str, Any], key: str) -> str:
+    if key not in row:
+        return "-"
+    lo, hi = row[f"{key}_ci95"]
+    return f"{row[key]:.1%} [{lo:.0%}–{hi:.0%}]"
+
+
+def print_plan(res: dict[str, Any], console: Console) -> None:
+    """The plan: percentiles and probabilities, and for sweeps the table of combinations."""
+    budget, deadline = res["budget_usd"], res["deadline_h"]
+    goal = [f"budget ${budget:,.2f}" if budget is not None else None,
+            f"deadline {_hours(deadline)}" if deadline is not None else None]
+    console.print(f"[bold]{res['scenario']}[/bold]: {res['replicas']} replicas per configuration, seed "
+                  f"{res['seed']}; " + (", ".join(g for g in goal if g) or "no budget or deadline given")
+                  + f", confidence {res['confidence']:.0%}")
+    rows = res.get("combinations")
+    if rows:
+        keys = list(rows[0]["settings"])
+        t = Table(title="Every combination, common random numbers (★ Pareto on P90 cost and P90 time)")
+        for k in keys:
+            t.add_column(k.rsplit(".", 1)[-1])
+        for col in ("T P50", "T P90", "$ P50", "$ P90", "$/GPU-h", "P($≤B)", "P(T≤D)", ""):
+            t.add_column(col, justify="right")
+        rec = (res.get("recommended") or {}).get("index")
+        for i, r in enumerate(rows):
+            mark = ("★" if r["pareto"] else "") + ("←" if i == rec else "")
+            style = "bold green" if i == rec else ("dim" if not r["meets"] else None)
+            t.add_row(*[r["settings"][k] for k in keys], _hours(r["wall_h"]["p50"]), _hours(r["wall_h"]["p90"]),
+                      f"{r['cost_usd']['p50']:,.0f}", f"{r['cost_usd']['p90']:,.0f}",
+                      f"{r['cost_per_useful_gpu_h']['mean']:,.2f}",
+                      f"{r['p_budget']:.0%}" if "p_budget" in r else "-",
+                      f"{r['p_deadline']:.0%}" if "p_deadline" in r else "-", mark, style=style)
+        console.print(t)
+        if rec is not None:
+            pick = ", ".join(f"{k}={v}" for k, v in rows[rec]["settings"].items())
+            console.print(f"[bold green]recommended ←[/bold green] {pick}: {res['recommendation']}")
+        else:
+            console.print(f"[red]{res['recommendation']}[/red]")
+        return
+    m = res["metrics"]
+    h = Table(show_header=False, title="Plan")
+    h.add_column("")
+    h.add_column("", justify="right")
+    h.add_row("wall time P50 / P90 / P99",
+              f"{_hours(m['wall_h']['p50'])} / {_hours(m['wall_h']['p90'])} / {_hours(m['wall_h']['p99'])}")
+    h.add_row("cost P50 / P90 / P99 (USD)",
+              f"{m['cost_usd']['p50']:,.2f} / {m['cost_usd']['p90']:,.2f} / {m['cost_usd']['p99']:,.2f}")
+    h.add_row("P(cost ≤ budget), 95 % CI", _p(res, "p_budget"))
+    h.add_row("P(wall time ≤ deadline), 95 % CI", _p(res, "p_deadline"))
+    h.add_row("P(both)", f"{res['p_both']:.1%}")
+    verdict = "[green]meets[/green]" if res["meets"] else "[red]does not meet[/red]"
+    h.add_row(f"at {res['confidence']:.0%} confidence", verdict)
     console.print(h)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from hsisim.analytic import checkpoint as ckpt
 from hsisim.resolve import Job
 from hsisim.scenario import Scenario
@@ -19,6 +21,8 @@ def interval_seconds(sc: Scenario, job: Job, spot: SpotSetup | None, override: f
 
     ``fixed`` uses ``checkpoint.interval``; ``young`` and ``daly`` use the job's MTBF and δ;
     ``optimal`` needs ``override`` (found by ``hsisim optimize``); ``none``/``on_notice``: none.
+    Without interruptions (on-demand) the MTBF is infinite and so are Young's, Daly's and the
+    optimal interval: no periodic checkpoints.
     """
     cp = sc.checkpoint
     if override is not None:
@@ -27,9 +31,10 @@ def interval_seconds(sc: Scenario, job: Job, spot: SpotSetup | None, override: f
         return None
     if cp.policy == "fixed":
         return cp.interval
+    if spot is None or not math.isfinite(spot.mtbf_s):  # nothing interrupts the job: τ → ∞
+        return None
     if cp.policy == "optimal":
         raise ValueError("policy 'optimal' needs the interval found by optimize")
-    assert spot is not None
     fn = ckpt.young_interval if cp.policy == "young" else ckpt.daly_interval
     return fn(checkpoint_cost(sc, job), spot.mtbf_s)
 

@@ -1,0 +1,192 @@
+"""Budget planning: P(cost ≤ budget), P(time ≤ deadline) and sweeps over scenario keys.
+
+Every combination of a sweep runs the same replica seeds (common random numbers: replica ``i``
+of every combination draws from the same ``SeedSequence``), so differences between combinations
+are differences of the configurations, not of luck. Combinations are compared on their P90 cost
+and P90 wall time (the Pareto flag), and the recommendation is the cheapest combination whose
+probabilities of meeting the budget and the deadline both reach the confidence level.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hsisim.errors import HsisimInputError
+from hsisim.montecarlo import Results, describe, open_executor, prepare, simulate
+from hsisim.scenario import load_scenario
+
+
+def parse_sweeps(items: list[str]) -> list[tuple[str, list[str]]]:
+    """``KEY=V1,V2,...`` per item → [(key, [values])]; a key may appear once."""
+    out: list[tuple[str, list[str]]] = []
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        vals = [v.strip() for v in values.split(",")]
+        if not sep or not key or not all(vals):
+            raise HsisimInputError(f"--sweep expects KEY=V1,V2,... with no empty value, got {item!r}")
+        if any(k == key for k, _ in out):
+            raise HsisimInputError(f"--sweep {key} is given twice")
+        if len(set(vals)) != len(vals):
+            raise HsisimInputError(f"--sweep {key} repeats a value: {values}")
+        out.append((key, vals))
+    return out
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95 % Wilson score interval of a binomial proportion k/n."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    lo = 0.0 if k == 0 else max(0.0, mid - half)
+    hi = 1.0 if k == n else min(1.0, mid + half)
+    return (lo, hi)
+
+
+@dataclass
+class Combination:
+    """One configuration of a plan and what its replicas say."""
+
+    settings: dict[str, str]
+    results: Results
+    budget: float | None
+    deadline_s: float | None
+
+    @staticmethod
+    def probability(ok: np.ndarray) -> tuple[float, list[float]]:
+        k, n = int(ok.sum()), len(ok)
+        return k / n, list(wilson(k, n))
+
+    def row(self) -> dict[str, Any]:
+        df = self.results.df
+        row: dict[str, Any] = {"settings": self.settings, "replicas": len(df)}
+        for m in ("wall_h", "cost_usd", "cost_per_useful_gpu_h", "eta", "interruptions"):
+            row[m] = describe(df[m].to_numpy(dtype=float))
+        done = df["finished"].to_numpy(dtype=float) > 0
+        ok = np.ones(len(df), dtype=bool)
+        if self.budget is not None:
+            b = df["cost_usd"].to_numpy(dtype=float) <= self.budget
+            row["p_budget"], row["p_budget_ci95"] = self.probability(b)
+            ok &= b
+        if self.deadline_s is not None:
+            d = (df["wall_h"].to_numpy(dtype=float) * 3600 <= self.deadline_s) & done
+            row["p_deadline"], row["p_deadline_ci95"] = self.probability(d)
+            ok &= d
+        row["p_both"] = float(ok.mean())
+        row["p_finished"] = float(done.mean())
+        return row
+
+
+def pareto(points: list[tuple[float, float]]) -> list[bool]:
+    """True where no other point is at least as good in both and better in one (both minimised)."""
+    flags = []
+    for i, (c, t) in enumerate(points):
+        dominated = any(c2 <= c and t2 <= t and (c2 < c or t2 < t) for j, (c2, t2) in enumerate(points) if j != i)
+        flags.append(not dominated and math.isfinite(c) and math.isfinite(t))
+    return flags
+
+
+def plan(path: str | Path, *, sets: list[str], sweeps: list[str], budget: float | None, deadline_s: float | None,
+         confidence: float = 0.9, replicas: int | None = None, seed: int | None = None, workers: int | None = None,
+         executor: str = "local", scheduler: str | None = None, out: Path | None = None, resume: bool = False,
+         progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Simulate every combination of the sweeps and return the plan (the ``--json`` object)."""
+    if budget is not None and not budget > 0:
+        raise HsisimInputError(f"--budget must be a positive amount of USD, got {budget}")
+    if deadline_s is not None and not deadline_s > 0:
+        raise HsisimInputError("--deadline must be a positive duration")
+    if not 0 < confidence < 1:
+        raise HsisimInputError(f"--confidence must be in (0, 1), got {confidence}")
+    axes = parse_sweeps(sweeps)
+    combos = [dict(zip([k for k, _ in axes], vals, strict=True))
+              for vals in itertools.product(*[v for _, v in axes])]
+    # load, resolve and micro-simulate every combination before running replicas of any
+    scenarios, preps = [], []
+    for c in combos:
+        try:
+            sc = load_scenario(path, [*sets, *(f"{k}={v}" for k, v in c.items())])
+            scenarios.append(sc)
+            preps.append(prepare(sc, seed if seed is not None else sc.simulation.seed))
+        except HsisimInputError as exc:
+            if not axes:
+                raise
+            combo = ", ".join(f"{k}={v}" for k, v in c.items())
+            raise HsisimInputError(f"{exc} (in the --sweep combination {combo})") from None
+    base = scenarios[0]
+    n = replicas if replicas is not None else base.simulation.replicas
+    s = seed if seed is not None else base.simulation.seed
+    b = budget if budget is not None else base.simulation.budget_usd
+    d = deadline_s if deadline_s is not None else base.simulation.deadline
+
+    def tick(advance: int, _total: int) -> None:
+        if progress:
+            progress(advance, n * len(combos))
+
+    results: list[Combination] = []
+    with ExitStack() as stack:
+        pool = stack.enter_context(open_executor(executor, workers, scheduler))
+        for i, (sc, prep, c) in enumerate(zip(scenarios, preps, combos, strict=True)):
+            where = out if out is None or not axes else out / f"combo-{i:03d}"
+            res = simulate(sc, replicas=n, seed=s, prepared=prep, pool=pool, out=where, resume=resume,
+                           progress=tick)
+            results.append(Combination(c, res, b, d))
+    return _report(base.name, results, n, s, b, d, confidence, bool(axes))
+
+
+def _report(name: str, combos: list[Combination], n: int, seed: int, budget: float | None, deadline_s: float | None,
+            confidence: float, swept: bool) -> dict[str, Any]:
+    rows = [c.row() for c in combos]
+    flags = pareto([(r["cost_usd"]["p90"], r["wall_h"]["p90"]) for r in rows])
+    for r, f in zip(rows, flags, strict=True):
+        r["pareto"] = f
+        r["meets"] = all(r.get(k, 1.0) >= confidence for k in ("p_budget", "p_deadline")) and r["p_finished"] > 0
+    ok = [i for i, r in enumerate(rows) if r["meets"]]
+    if ok:
+        best = min(ok, key=lambda i: (rows[i]["cost_usd"]["p90"], rows[i]["wall_h"]["p90"]))
+        why = (f"cheapest P90 cost among the {len(ok)} of {len(rows)} combinations that meet "
+               + _constraints(budget, deadline_s, confidence))
+        recommended: int | None = best
+    else:
+        best = max(range(len(rows)), key=lambda i: (rows[i]["p_both"], -rows[i]["cost_usd"]["p90"]))
+        why = ("no combination meets " + _constraints(budget, deadline_s, confidence)
+               + "; shown: the most likely to meet both")
+        recommended = None
+    top = rows[best]
+    out: dict[str, Any] = {"scenario": name, "replicas": n, "seed": seed, "budget_usd": budget,
+                           "deadline_h": None if deadline_s is None else deadline_s / 3600, "confidence": confidence,
+                           "settings": top["settings"],
+                           "metrics": {m: top[m] for m in ("wall_h", "cost_usd", "cost_per_useful_gpu_h", "eta",
+                                                           "interruptions")}}
+    for k in ("p_budget", "p_budget_ci95", "p_deadline", "p_deadline_ci95", "p_both", "p_finished"):
+        if k in top:
+            out[k] = top[k]
+    if swept:
+        out["combinations"] = rows
+        out["recommended"] = None if recommended is None else {"index": recommended,
+                                                               "settings": rows[recommended]["settings"]}
+        out["recommendation"] = why
+    else:
+        out["meets"] = top["meets"]
+    return out
+
+
+def _constraints(budget: float | None, deadline_s: float | None, confidence: float) -> str:
+    parts = []
+    if budget is not None:
+        parts.append(f"cost ≤ ${budget:,.2f}")
+    if deadline_s is not None:
+        parts.append(f"wall time ≤ {deadline_s / 3600:.4g} h")
+    if not parts:
+        return "no constraint (no budget or deadline given)"
+    return " and ".join(parts) + f" with probability ≥ {confidence:.0%}"
