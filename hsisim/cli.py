@@ -220,6 +220,100 @@ def optimize(
     print_optimize(result, Console())
 
 
+def _torch_or_exit(what: str) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise HsisimInputError(f"{what} runs real PyTorch: pip install 'hsisim[torch]' torch==2.13.0") from None
+
+
+@app.command()
+def calibrate(
+    device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N")] = "cpu",
+    model: Annotated[str, typer.Option(help="hamida | hybridsn | ssrn | ssftt | spectralformer")] = "hybridsn",
+    dataset: Annotated[str, typer.Option(help="A catalog dataset (its shape; real labels where available).")
+                       ] = "indian_pines",
+    out: Annotated[Path, typer.Option(help="Profile JSON to write.")] = Path("calibration/profile.json"),
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer batch sizes, thread counts and workers.")] = False,
+    patch: Annotated[int | None, typer.Option(help="Patch size (default: the model's paper).")] = None,
+    pca: Annotated[int | None, typer.Option(help="PCA components (default: the model's paper).")] = None,
+    batch: Annotated[int, typer.Option(help="Largest micro-batch and the DataLoader batch.")] = 64,
+    world_size: Annotated[int, typer.Option(help="Processes for the all-reduce probe (gloo on CPU, nccl on GPU).")
+                          ] = 1,
+    checkpoint_dir: Annotated[Path | None, typer.Option(help="Directory whose write/read bandwidth to measure.")
+                              ] = None,
+    cube_format: Annotated[str, typer.Option("--format", help="On-disk cube for the data probe: npy | envi | mat")
+                           ] = "npy",
+    spec: Annotated[str | None, typer.Option(help="Derive the profile from a catalog GPU's published figures "
+                                                  "instead of measuring (source: spec).")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Measure compute, memory, data pipeline, checkpoint I/O (and all-reduce) on a device: a profile JSON."""
+
+    def go() -> Any:
+        _torch_or_exit("calibrate")
+        from hsisim.calibrate.run import calibrate as run_probes
+        from hsisim.calibrate.run import spec_profile
+
+        if spec is not None:
+            from hsisim.montecarlo.store import atomic_write
+
+            prof = spec_profile(spec, model, dataset, patch, pca)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(out, lambda p: Path(p).write_text(json.dumps(prof, indent=2) + "\n"))
+            return prof
+
+        log = None if as_json else (lambda m: typer.echo(m, err=True))
+        return run_probes(device=device, model=model, dataset=dataset, out=out, quick=quick, patch=patch, pca=pca,
+                          batch=batch, world_size=world_size, checkpoint_dir=checkpoint_dir, fmt=cube_format,
+                          log=log)
+
+    prof = _guard(go)
+    if as_json:
+        typer.echo(json.dumps(prof))
+        return
+    if spec is not None:
+        typer.echo(f"{prof['note']}\nprofile written to {out}")
+        return
+    from rich.console import Console
+
+    from hsisim.report.table import print_profile
+    print_profile(prof, Console())
+    typer.echo(f"profile written to {out}")
+
+
+@app.command()
+def validate(
+    scenario: Annotated[Path, typer.Option(help="Scenario YAML whose model, batch, loader and data to train.")],
+    device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N")] = "cpu",
+    steps: Annotated[int, typer.Option(help="Measured optimizer steps (after warm-up).")] = 100,
+    warmup: Annotated[int | None, typer.Option(help="Steps discarded first (default: loader prefetch + 2, ≥ 5).")
+                      ] = None,
+    profile: Annotated[Path | None, typer.Option(help="Calibration profile (default: measure one now).")] = None,
+    world_size: Annotated[int, typer.Option(help="1, or 2 processes with DDP (gloo on CPU, nccl on GPUs).")] = 1,
+    set_: Sets = None,
+    as_json: AsJson = False,
+) -> None:
+    """Train SCENARIO for real on a device and compare step time and data-wait fraction with the prediction."""
+
+    def go() -> Any:
+        _torch_or_exit("validate")
+        from hsisim.calibrate.validate import validate as run_validation
+
+        log = None if as_json else (lambda m: typer.echo(m, err=True))
+        return run_validation(scenario, sets=set_ or [], device=device, steps=steps, warmup=warmup, profile=profile,
+                              world_size=world_size, log=log)
+
+    res = _guard(go)
+    if as_json:
+        typer.echo(json.dumps(res))
+        return
+    from rich.console import Console
+
+    from hsisim.report.table import print_validation
+    print_validation(res, Console())
+
+
 @scenario_app.command("schema")
 def scenario_schema() -> None:
     """Print the JSON Schema of scenario files (for editor completion)."""

@@ -6,15 +6,15 @@ ever sees a ``Job``: it never reads YAML or the catalog.
 
 from __future__ import annotations
 
-import json
 import math
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from hsisim import catalog
 from hsisim.analytic import checkpoint as ckpt
 from hsisim.analytic import collectives, compute, datapipe, memory
 from hsisim.errors import HsisimInputError
+from hsisim.profile import Profile, load_profile
 from hsisim.scenario import Price, Scenario
 
 
@@ -42,6 +42,7 @@ class Job:
     comm_exposed_s: float  # per optimizer step
     comm_total_s: float
     timed: bool = False  # step components given by `timings`, not modelled
+    handover_s: float = 0.0  # training process receiving a worker's batch, on its critical path (CPU device)
     # run level
     ckpt_bytes: float = 0.0
     ckpt_write_s: float = 0.0
@@ -66,6 +67,10 @@ def resolve(sc: Scenario) -> Job:
     cpu = catalog.cpu()
     notes: list[str] = []
     world = sc.cluster.nodes * inst.gpus
+    prof = load_profile(sc.calibration) if sc.calibration is not None else None
+    vcpus = inst.vcpus or (prof.cores if prof and prof.cores else os.cpu_count() or 1)
+    # a CPU device: each training process gets the cores its loader workers leave free
+    threads = max(1, vcpus // inst.gpus - sc.loader.num_workers) if gpu.name == "cpu" else None
     out_bands = _model_bands(sc, ds, minfo)
     stats = minfo.stats(out_bands, sc.dataset.patch, ds.classes)
 
@@ -92,7 +97,7 @@ def resolve(sc: Scenario) -> Job:
         peak_flops=gpu.peak_flops[precision], efficiency=minfo.efficiency,
         mem_bw_bytes_per_s=gpu.mem_bw_bytes_per_s, optimizer_bytes_per_param=opt_bytes,
         activation_checkpointing=act_ckpt)
-    cost = _calibrated(sc, cost, gpu, notes)
+    cost = _calibrated(sc, prof, cost, gpu, threads, stats.fwd_flops, notes)
     requested = cost.time(tr.micro_batch) * (tr.global_batch // (tr.micro_batch * world))
     used = cost.time(micro) * accumulation
     stall_share = max(0.0, (used - requested) / used) if micro != tr.micro_batch else 0.0
@@ -100,13 +105,22 @@ def resolve(sc: Scenario) -> Job:
     compute_s = used / accumulation
 
     intra, net = catalog.link(inst.intra), catalog.link(inst.network)
-    topo = collectives.Topology(sc.cluster.nodes, inst.gpus, intra.latency_s, intra.effective_bytes_per_s,
+    intra_alpha, intra_bw = intra.latency_s, intra.effective_bytes_per_s
+    if prof is not None and prof.collectives and prof.catalog_gpu == gpu.name and sc.cluster.nodes == 1:
+        intra_alpha, intra_bw = prof.collectives["alpha_per_hop_s"], prof.collectives["bus_bw_bytes_per_s"]
+        notes.append(f"all-reduce between the processes of this machine from the profile's probe: α "
+                     f"{intra_alpha * 1e6:.0f} us per hop, {intra_bw / 1e9:.2f} GB/s bus bandwidth")
+    topo = collectives.Topology(sc.cluster.nodes, inst.gpus, intra_alpha, intra_bw,
                                 net.latency_s, net.effective_bytes_per_s)
     grad_bytes = stats.params * states["grads"]
     backward = cost.time(micro) * 2.0 / 3.0
     # ZeRO-1/2 replace the all-reduce by reduce-scatter + all-gather: the same bytes on the wire
     comm_total, comm_exposed = collectives.ddp_exposed(
         grad_bytes, backward, lambda s: collectives.allreduce(s, topo, sc.cluster.collective))
+    if gpu.name == "cpu" and world > 1:
+        # gloo reduces on the CPU, in threads that need the cores the backward pass is using:
+        # on a CPU device the all-reduce does not hide behind computation
+        comm_exposed = comm_total
     if sc.model.zero_stage == 3:  # parameter all-gathers in forward and backward, not overlapped
         gather = 2 * collectives.allgather(stats.params * states["weights"], world,
                                            max(intra.latency_s, net.latency_s),
@@ -124,8 +138,29 @@ def resolve(sc: Scenario) -> Job:
         cpu=cpu, fs_latency_s=fs.latency_s, fs_share_bw=fs.read_bw_bytes_per_s / readers)
     sample_bytes = sc.dataset.patch**2 * out_bands * datapipe.FLOAT_BYTES
     build = datapipe.batch_build_seconds(sample.total, micro, sample_bytes, cpu)
+    build_cv = 0.0
+    measured = prof.data.get(sc.dataset.preprocess) if prof is not None else None
+    if measured is not None and (measured["patch"], measured["out_bands"]) != (sc.dataset.patch, out_bands):
+        measured = None
+    if measured is not None:
+        build = measured["build"].time(micro)
+        build_cv = measured["per_sample_cv"] / math.sqrt(micro)
+        notes.append(f"batch build from the profile's DataLoader probe ({sc.dataset.preprocess}): "
+                     f"{build * 1e3:.2f} ms per micro-batch of {micro}")
+    elif prof is not None and prof.data:
+        notes.append("batch build modelled: the profile's data probe used another patch or band count")
     if sc.loader.num_workers:
-        build *= datapipe.core_slowdown(sc.loader.num_workers, inst.gpus, inst.vcpus)
+        # each rank's training threads keep their cores; workers share what is left
+        kept = threads if threads is not None else 1
+        build *= datapipe.core_slowdown(sc.loader.num_workers, inst.gpus, vcpus, kept)
+    # On a CPU device the training process computes synchronously, so receiving each finished batch
+    # from a worker is on its critical path. On a GPU it overlaps the asynchronous kernels of the
+    # previous step and is left out (it matters only when the host is busier than the GPU).
+    handover = 0.0
+    if gpu.name == "cpu" and sc.loader.num_workers:
+        ho = measured.get("handover") if measured is not None else None
+        handover = ho.time(micro) if ho is not None else \
+            cpu.ipc_handover_s + micro * sample_bytes / cpu.ipc_bw_bytes_per_s
     pcie = catalog.link(gpu.pcie)
     h2d = datapipe.h2d_seconds(sample_bytes * micro, pcie.effective_bytes_per_s, sc.loader.pin_memory,
                                cpu.copy_bw_bytes_per_s)
@@ -150,7 +185,7 @@ def resolve(sc: Scenario) -> Job:
         nodes=sc.cluster.nodes, gpus_per_node=inst.gpus, accumulation=accumulation, micro_batch=micro,
         steps_per_epoch=steps_per_epoch, total_steps=total_steps,
         compute_s=compute_s, stall_share=stall_share, compute_cv=cost.cv,
-        batch_build_s=build, batch_build_cv=0.0, h2d_s=h2d,
+        batch_build_s=build, batch_build_cv=build_cv, h2d_s=h2d, handover_s=handover,
         num_workers=sc.loader.num_workers, prefetch_factor=sc.loader.prefetch_factor,
         persistent_workers=sc.loader.persistent_workers, worker_start_s=cpu.worker_start_s,
         comm_exposed_s=comm_exposed, comm_total_s=comm_total,
@@ -219,26 +254,31 @@ def _price(spec: Price | None, on_demand: float, default: float) -> float:
     return spec.usd_per_hour
 
 
-def _calibrated(sc: Scenario, cost: compute.LinearCost, gpu: catalog.GPU, notes: list[str]) -> compute.LinearCost:
+def _calibrated(sc: Scenario, prof: Profile | None, cost: compute.LinearCost, gpu: catalog.GPU,
+                threads: int | None, fwd_flops: float, notes: list[str]) -> compute.LinearCost:
     """Replace the roofline by a calibration profile's measured t(b) = a + c·b, if one is given."""
-    if sc.calibration is None:
+    if prof is None:
         return cost
-    path = Path(sc.calibration)
-    if not path.is_file():
-        raise HsisimInputError(f"calibration profile not found: {path}", key="calibration")
-    try:
-        prof = json.loads(path.read_text(encoding="utf-8"))
-        fit = prof["compute"]
-        measured = compute.LinearCost(float(fit["a_s"]), float(fit["c_s_per_sample"]), float(fit.get("cv", 0.0)))
-        device_gpu = prof.get("device", {}).get("catalog_gpu")
-    except (ValueError, KeyError, TypeError) as exc:
-        raise HsisimInputError(f"calibration profile {path} is not a valid profile: {exc}", key="calibration") from None
-    if device_gpu and device_gpu != gpu.name:
-        src = catalog.gpu(device_gpu, key="calibration")
+    fit, used = prof.compute_fit(threads)
+    measured = compute.LinearCost(fit.a_s, fit.c_s_per_sample, fit.cv)
+    if threads is not None and used:
+        notes.append(f"compute from the profile measured with {used} training thread(s)"
+                     + ("" if used == threads else f" ({threads} wanted: nearest measured)"))
+    if prof.catalog_gpu and prof.catalog_gpu != gpu.name:
+        src = catalog.gpu(prof.catalog_gpu, key="calibration")
         ratio = compute.roofline_ratio(src.peak_flops[sc.model.precision], src.mem_bw_bytes_per_s,
                                        gpu.peak_flops[sc.model.precision], gpu.mem_bw_bytes_per_s, True)
         notes.append(f"calibration from {src.display} extrapolated to {gpu.display} by roofline ratio {ratio:.2f}")
         measured = compute.LinearCost(measured.a_s, measured.c_s_per_sample * ratio, measured.cv)
+    if prof.model and prof.model.get("fwd_flops") and prof.model.get("fwd_flops") != fwd_flops:
+        # another model or input shape: scale the per-sample part by forward FLOPs, keep the fixed part
+        scale = fwd_flops / float(prof.model["fwd_flops"])
+        shape = f"{prof.model.get('bands')}×{prof.model.get('patch')}×{prof.model.get('patch')}"
+        notes.append(f"the profile measured {prof.model.get('name')} {shape}; per-sample compute scaled by the "
+                     f"forward-FLOP ratio {scale:.3g}")
+        measured = compute.LinearCost(measured.a_s, measured.c_s_per_sample * scale, measured.cv)
+    if prof.device_kind == "cpu" and gpu.name != "cpu":
+        notes.append("a CPU profile applied to a GPU: the roofline ratio between them is only a rough guide")
     return measured
 
 
@@ -250,5 +290,5 @@ def _timed(job: Job, sc: Scenario) -> Job:
     return replace(job, accumulation=1, compute_s=t.compute_per_step, stall_share=0.0, compute_cv=t.cv,
                    comm_exposed_s=t.comm_per_step, comm_total_s=t.comm_per_step,
                    timed=True, num_workers=0, batch_build_s=t.data_wait_per_step, batch_build_cv=t.cv,
-                   h2d_s=0.0, worker_start_s=0.0, oom_retry_s=0.0,
+                   h2d_s=0.0, handover_s=0.0, worker_start_s=0.0, oom_retry_s=0.0,
                    notes=(*job.notes, "step components from the scenario's `timings` section"))

@@ -103,6 +103,8 @@ class CpuCosts:
     collate_overhead_s: float
     syscall_read_s: float
     worker_start_s: float
+    ipc_handover_s: float  # main process receiving a finished batch (x, y) from a worker: fixed part
+    ipc_bw_bytes_per_s: float  # ... and per byte
 
 
 @functools.cache
@@ -189,4 +191,6 @@ def cpu() -> CpuCosts:
         collate_overhead_s=units.duration(e["collate_overhead"]),
         syscall_read_s=units.duration(e["syscall_read"]),
         worker_start_s=units.duration(e["worker_start"]),
+        ipc_handover_s=units.duration(e["ipc_handover"]),
+        ipc_bw_bytes_per_s=units.bandwidth(e["ipc_bw"]),
     )

@@ -172,3 +172,64 @@ def _minutes(m: float) -> str:
     if m >= 1:
         return f"{m:.1f} min"
     return f"{m * 60:.2f} s" if m * 60 >= 0.01 else f"{m * 60e3:.2f} ms"
+
+
+def print_profile(prof: dict[str, Any], console: Console) -> None:
+    """What a calibration measured."""
+    fp, m = prof["fingerprint"], prof["model"]
+    console.print(f"[bold]{fp['device']}[/bold] ({prof['device']['kind']}, catalog: {prof['device']['catalog_gpu']}),"
+                  f" torch {fp['torch']}, {fp['cores']} cores; {m['name']} {m['bands']}×{m['patch']}×{m['patch']}: "
+                  f"{m['params']:,} parameters, {m['fwd_flops'] / 1e6:,.1f} MFLOP forward per sample")
+    t = Table(title="Compute: one training step t(b) = a + c·b")
+    for col in ("threads", "a (fixed)", "c (per sample)", "R²", "cv", "batches"):
+        t.add_column(col, justify="right")
+    fits = prof["compute"].get("by_threads") or {str(prof["compute"].get("threads", "-")): prof["compute"]}
+    for th, f in fits.items():
+        t.add_row(th, f"{f['a_s'] * 1e3:.2f} ms", f"{f['c_s_per_sample'] * 1e3:.3f} ms", f"{f['r2']:.4f}",
+                  f"{f['cv']:.3f}", ",".join(str(p["batch"]) for p in f["points"]))
+    console.print(t)
+    if prof.get("memory"):
+        mem = prof["memory"]
+        console.print(f"memory: {mem['activation_bytes_per_sample'] / 2**20:.1f} MiB activations per sample, "
+                      f"fragmentation {mem['fragmentation']:.2f}, largest batch {mem['largest_batch']:,}")
+    d = Table(title=f"Data pipeline ({prof['data']['dataset']}, {prof['data']['layout']}, "
+                    f"batch {prof['data']['batch']})")
+    for col in ("preprocess", "per sample", "cv", "batch build", "samples/s by workers"):
+        d.add_column(col, justify="right")
+    for mode, v in prof["data"]["modes"].items():
+        bb = v["batch_build"]
+        d.add_row(mode, f"{v['per_sample_s'] * 1e6:.1f} us", f"{v['per_sample_cv']:.2f}",
+                  f"{bb['a_s'] * 1e3:.2f} ms + {bb['c_s_per_sample'] * 1e6:.1f} us/sample",
+                  ", ".join(f"{r['num_workers']}: {r['samples_per_s']:,.0f}" for r in v["loader"]))
+    console.print(d)
+    ck = prof["checkpoint"]
+    console.print(f"checkpoint: {ck['bytes'] / 2**20:.1f} MiB, write {ck['write_bw_bytes_per_s'] / 1e9:.2f} GB/s "
+                  f"(fsync), read {ck['read_bw_bytes_per_s'] / 1e9:.2f} GB/s in {ck['dir']}")
+    if prof.get("collectives"):
+        c = prof["collectives"]
+        console.print(f"all-reduce ({c['backend']}, {c['world_size']} processes): α {c['alpha_s'] * 1e6:.0f} us, "
+                      f"bus bandwidth {c['bus_bw_bytes_per_s'] / 1e9:.2f} GB/s, R² {c['r2']:.3f}")
+    console.print(f"probes took {prof['probe_seconds']:.1f} s")
+
+
+def print_validation(res: dict[str, Any], console: Console) -> None:
+    """Measured against predicted, with the error of each."""
+    c = res["config"]
+    console.print(f"[bold]{res['scenario']}[/bold] on {res['device']} ({res['world_size']} process(es), "
+                  f"{res['threads']} training thread(s)): {c['model']}, micro-batch {c['micro_batch']}, "
+                  f"{c['num_workers']} workers, preprocess {c['preprocess']}; {res['steps']} steps after "
+                  f"{res['warmup']} warm-up")
+    for note in res["notes"]:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    t = Table(title="Measured vs predicted")
+    for col in ("quantity", "measured", "predicted", "error"):
+        t.add_column(col, justify="right")
+    m, p, e = res["measured"], res["predicted"], res["error_pct"]
+    t.add_row("step time", f"{m['step_time_s'] * 1e3:.2f} ms", f"{p['step_time_s'] * 1e3:.2f} ms",
+              f"{e['step_time_s']:+.1f} %")
+    t.add_row("data-wait fraction", f"{m['data_wait_fraction']:.1%}", f"{p['data_wait_fraction']:.1%}",
+              f"{e['data_wait_fraction']:+.1f} % ({res['error_points']['data_wait_fraction']:+.1f} points)")
+    if "allreduce_s" in e:
+        t.add_row("all-reduce of the gradients", f"{m['allreduce_s'] * 1e3:.2f} ms", f"{p['allreduce_s'] * 1e3:.2f} ms",
+                  f"{e['allreduce_s']:+.1f} %")
+    console.print(t)

@@ -97,6 +97,8 @@ class MicroSim:
                     yield ready[i]
                     del ready[i]
                     dispatch(i + self.depth)
+                    if job.handover_s:
+                        yield env.timeout(job.handover_s)
                 self._note(f"rank{r} got batch {i}")
                 yield env.timeout(job.h2d_s)
                 c = self._draw_compute()

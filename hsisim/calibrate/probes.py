@@ -1,0 +1,420 @@
+"""Short real PyTorch probes: compute, memory, data pipeline, checkpoint I/O and collectives.
+
+Every timing is a median over repetitions after warm-up. On CUDA, compute is timed with CUDA
+events around a synchronised region; on the CPU with ``time.perf_counter``. The probes write only
+into temporary directories they remove.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import socket
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from hsisim.calibrate.data import PatchDataset, Preprocess
+from hsisim.calibrate.models import build
+
+
+def fit_line(x: list[float] | np.ndarray, y: list[float] | np.ndarray) -> tuple[float, float, float]:
+    """Least squares y = a + c·x; returns (a, c, R²). The intercept is clipped at 0."""
+    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    c, a = np.polyfit(xa, ya, 1)
+    if a < 0:  # a negative fixed cost is noise: refit through the origin
+        a, c = 0.0, float(xa @ ya / (xa @ xa))
+    pred = a + c * xa
+    ss = float(((ya - ya.mean()) ** 2).sum())
+    r2 = 1.0 - float(((ya - pred) ** 2).sum()) / ss if ss > 0 else 1.0
+    return float(a), float(c), r2
+
+
+class Timer:
+    """Times a callable on a device: CUDA events (synchronised) on a GPU, perf_counter on the CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def __call__(self, fn: Callable[[], Any], reps: int, warmup: int) -> list[float]:
+        for _ in range(warmup):
+            fn()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            out = []
+            for _ in range(reps):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                out.append(start.elapsed_time(end) / 1e3)
+            return out
+        out = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+        return out
+
+
+def amp_dtype(device: torch.device) -> torch.dtype | None:
+    """fp16 autocast on CUDA (bf16 where supported is not what the scenarios' amp_fp16 means); none on CPU."""
+    return torch.float16 if device.type == "cuda" else None
+
+
+def training_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+                  scaler: Any, dtype: torch.dtype | None) -> None:
+    """One forward + backward + optimizer step, as a training loop does it."""
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast(x.device.type, dtype=dtype, enabled=dtype is not None):
+        loss = nn.functional.cross_entropy(model(x), y)
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    else:
+        loss.backward()
+        opt.step()
+
+
+def make_optimizer(model: nn.Module, name: str) -> torch.optim.Optimizer:
+    if name == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+    if name == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return torch.optim.Adam(model.parameters(), lr=1e-3)
+
+
+def make_training(model_name: str, bands: int, patch: int, classes: int, device: torch.device,
+                  optimizer: str = "adam", amp: bool = True,
+                  ) -> tuple[nn.Module, torch.optim.Optimizer, Any, torch.dtype | None]:
+    model = build(model_name, bands, patch, classes).to(device)
+    opt = make_optimizer(model, optimizer)
+    dtype = amp_dtype(device) if amp else None
+    scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
+    return model, opt, scaler, dtype
+
+
+def compute_probe(model_name: str, bands: int, patch: int, classes: int, device: torch.device,
+                  batches: list[int], reps: int = 7, warmup: int = 3, threads: int | None = None,
+                  optimizer: str = "adam", amp: bool = True) -> dict[str, Any]:
+    """t(b) = a + c·b for one training step over micro-batch sizes; R² and the step-to-step cv."""
+    old = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        model, opt, scaler, dtype = make_training(model_name, bands, patch, classes, device, optimizer, amp)
+        timer = Timer(device)
+        points: list[dict[str, Any]] = []
+        for b in batches:
+            x = torch.randn(b, bands, patch, patch, device=device)
+            y = torch.randint(0, classes, (b,), device=device)
+            ts = timer(functools.partial(training_step, model, opt, x, y, scaler, dtype), reps, warmup)
+            med = statistics.median(ts)
+            mad = statistics.median(abs(t - med) for t in ts)
+            points.append({"batch": b, "median_s": med, "cv": 1.4826 * mad / med if med > 0 else 0.0,
+                           "times_s": ts})
+    finally:
+        torch.set_num_threads(old)
+    a, c, r2 = fit_line([p["batch"] for p in points], [p["median_s"] for p in points])
+    cv = statistics.median(float(p["cv"]) for p in points)
+    return {"a_s": a, "c_s_per_sample": c, "cv": cv, "r2": r2, "threads": threads or old,
+            "precision": "amp_fp16" if dtype == torch.float16 else "fp32", "points": points}
+
+
+def memory_probe(model_name: str, bands: int, patch: int, classes: int, device: torch.device,
+                 batches: list[int], limit: int = 1 << 16) -> dict[str, Any]:
+    """CUDA only: peak allocated/reserved per batch, activation bytes per sample, the largest batch that fits."""
+    model, opt, scaler, dtype = make_training(model_name, bands, patch, classes, device)
+    rows = []
+
+    def attempt(b: int) -> tuple[int, int] | None:
+        try:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+            x = torch.randn(b, bands, patch, patch, device=device)
+            y = torch.randint(0, classes, (b,), device=device)
+            training_step(model, opt, x, y, scaler, dtype)
+            torch.cuda.synchronize(device)
+            return torch.cuda.max_memory_allocated(device), torch.cuda.max_memory_reserved(device)
+        except torch.cuda.OutOfMemoryError:
+            opt.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+            return None
+
+    for b in batches:
+        got = attempt(b)
+        if got is None:
+            break
+        rows.append({"batch": b, "peak_allocated": got[0], "peak_reserved": got[1],
+                     "fragmentation": got[1] / got[0] if got[0] else 1.0})
+    largest, b = (rows[-1]["batch"] if rows else 0), max(batches)
+    while b < limit:  # double until it fails, then bisect
+        b *= 2
+        if attempt(b) is None:
+            lo, hi = b // 2, b
+            while hi - lo > max(1, lo // 16):
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if attempt(mid) is not None else (lo, mid)
+            largest = lo
+            break
+        largest = b
+    per_sample = fit_line([r["batch"] for r in rows], [r["peak_allocated"] for r in rows])[1] if len(rows) > 1 else 0
+    return {"points": rows, "activation_bytes_per_sample": per_sample, "largest_batch": largest,
+            "largest_batch_capped": largest >= limit,
+            "fragmentation": statistics.median(r["fragmentation"] for r in rows) if rows else None,
+            "total_bytes": torch.cuda.get_device_properties(device).total_memory}
+
+
+def data_probe(ds: PatchDataset, batch: int, workers: list[int], pin_memory: bool, samples: int = 400,
+               batches: int = 12) -> dict[str, Any]:
+    """Per-sample __getitem__ cost and spread, the in-process batch build t(b) = a + c·b, throughput vs workers."""
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, len(ds), samples)
+    for i in idx[:20]:
+        ds[int(i)]
+    each = []
+    for i in idx:
+        t0 = time.perf_counter()
+        ds[int(i)]
+        each.append(time.perf_counter() - t0)
+    arr = np.array(each)
+    sizes = sorted({max(1, batch // 4), max(1, batch // 2), batch})
+    build = []
+    for b in sizes:
+        loader = DataLoader(ds, batch_size=b, shuffle=True, num_workers=0, drop_last=True)
+        it = iter(loader)
+        next(it)
+        ts = []
+        for _ in range(batches):
+            t0 = time.perf_counter()
+            next(it)
+            ts.append(time.perf_counter() - t0)
+        build.append({"batch": b, "median_s": statistics.median(ts)})
+    a, c, r2 = fit_line([p["batch"] for p in build], [p["median_s"] for p in build])
+    loaders = []
+    for w in workers:
+        loader = DataLoader(ds, batch_size=batch, shuffle=True, num_workers=w, drop_last=True,
+                            pin_memory=pin_memory, persistent_workers=w > 0)
+        it = iter(loader)
+        next(it)
+        t0 = time.perf_counter()
+        for _ in range(batches):
+            next(it)
+        dt = time.perf_counter() - t0
+        loaders.append({"num_workers": w, "pin_memory": pin_memory, "samples_per_s": batches * batch / dt})
+        del it, loader
+    return {"per_sample_s": float(arr.mean()), "per_sample_p50_s": float(np.median(arr)),
+            "per_sample_p90_s": float(np.percentile(arr, 90)), "per_sample_cv": float(arr.std(ddof=1) / arr.mean()),
+            "batch_build": {"a_s": a, "c_s_per_sample": c, "r2": r2, "points": build}, "loader": loaders}
+
+
+def checkpoint_probe(model: nn.Module, opt: torch.optim.Optimizer, target: Path | None, reps: int = 3
+                     ) -> dict[str, Any]:
+    """torch.save (flushed and fsynced) and torch.load of model + optimizer state in ``target``."""
+    state = {"model": model.state_dict(), "optimizer": opt.state_dict()}
+    with tempfile.TemporaryDirectory(dir=target) as d:
+        path = Path(d) / "probe.pt"
+        writes, reads = [], []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            with open(path, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            writes.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            torch.load(path, map_location="cpu", weights_only=True)
+            reads.append(time.perf_counter() - t0)
+        size = path.stat().st_size
+    w, r = statistics.median(writes), statistics.median(reads)
+    return {"bytes": size, "write_s": w, "read_s": r, "write_bw_bytes_per_s": size / w, "read_bw_bytes_per_s": size / r,
+            "dir": str(target) if target else tempfile.gettempdir()}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def time_allreduce(sizes: list[int], reps: int, dev: torch.device, busy_s: float = 0.005) -> list[tuple[int, float]]:
+    """Median all-reduce seconds per message size, in an initialised process group (every rank calls it).
+
+    Each timed all-reduce follows ``busy_s`` of arithmetic on every rank, as DDP's follows the backward
+    pass: the transport's threads have gone to sleep and must be woken, which on a CPU host costs
+    milliseconds that back-to-back all-reduces never see.
+    """
+    import torch.distributed as dist
+
+    work = torch.randn(256, 256)
+    rows = []
+    for n in sizes:
+        x = torch.ones(max(1, n // 4), dtype=torch.float32, device=dev)
+        for _ in range(2):
+            dist.all_reduce(x)
+        ts = []
+        for _ in range(reps):
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            dist.barrier()
+            t = time.perf_counter()
+            while time.perf_counter() - t < busy_s:
+                work @ work
+            t0 = time.perf_counter()
+            dist.all_reduce(x)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            ts.append(time.perf_counter() - t0)
+        rows.append((n, statistics.median(ts)))
+    return rows
+
+
+def fit_allreduce(rows: list[tuple[int, float]], world: int, backend: str) -> dict[str, Any]:
+    """t = α + (2(p−1)/p)·S/B (ring); α per hop = α / (2(p−1))."""
+    factor = 2 * (world - 1) / world
+    a, inv_bw, r2 = fit_line([factor * n for n, _ in rows], [t for _, t in rows])
+    return {"backend": backend, "world_size": world, "alpha_s": a, "alpha_per_hop_s": a / (2 * (world - 1)),
+            "bus_bw_bytes_per_s": 1 / inv_bw if inv_bw > 0 else math.inf, "r2": r2,
+            "points": [{"bytes": n, "median_s": t} for n, t in rows]}
+
+
+def _allreduce_worker(rank: int, world: int, port: int, backend: str, sizes: list[int], reps: int,
+                      out: str) -> None:
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+        rows = time_allreduce(sizes, reps, dev)
+        if rank == 0:
+            Path(out).write_text("\n".join(f"{n} {t!r}" for n, t in rows))
+    finally:
+        dist.destroy_process_group()
+
+
+def collective_probe(world: int, backend: str, sizes: list[int] | None = None, reps: int = 9) -> dict[str, Any]:
+    """All-reduce times over message sizes with ``world`` spawned processes; fit t = α + (2(p−1)/p)·S/B."""
+    import torch.multiprocessing as mp
+
+    sizes = sizes or [2**k for k in range(12, 25, 2)]  # 4 KiB … 16 MiB
+    with tempfile.TemporaryDirectory() as d:
+        out = str(Path(d) / "allreduce.txt")
+        mp.spawn(_allreduce_worker, args=(world, _free_port(), backend, sizes, reps, out), nprocs=world, join=True)
+        rows = [(int(n), float(t)) for n, t in (line.split() for line in Path(out).read_text().splitlines())]
+    return fit_allreduce(rows, world, backend)
+
+
+def preprocess_summary(pre: Preprocess | None) -> dict[str, Any] | None:
+    if pre is None:
+        return None
+    return {"bands": len(pre.mean), "out_bands": pre.out_bands, "pca": pre.components is not None}
+
+
+class PairedProbe:
+    """Alternates a real batch build (``DataLoader``, no workers) and a training step on a fixed batch.
+
+    Each is timed on its own, and each runs with the caches the other leaves behind, as they do in a
+    training loop: the per-sample cost "under load" rather than in isolation. Rounds can be spread
+    over time (``round``) so that a shared machine's slow and fast moments weigh on the probe and on
+    a run measured between the rounds alike.
+    """
+
+    def __init__(self, model_name: str, bands: int, patch: int, classes: int, device: torch.device,
+                 ds: PatchDataset, batches: list[int], optimizer: str = "adam", amp: bool = True,
+                 handover: bool = False) -> None:
+        self.device, self.batches = device, batches
+        self.model, self.opt, self.scaler, self.dtype = make_training(model_name, bands, patch, classes, device,
+                                                                      optimizer, amp)
+        self.inputs = {b: (torch.randn(b, bands, patch, patch, device=device),
+                           torch.randint(0, classes, (b,), device=device)) for b in batches}
+        self.loaders = {b: iter(_forever(DataLoader(ds, batch_size=b, shuffle=True, num_workers=0, drop_last=True)))
+                        for b in batches}
+        self.build: dict[int, list[float]] = {b: [] for b in batches}
+        self.step: dict[int, list[float]] = {b: [] for b in batches}
+        # one worker per batch size, always ahead: what receiving its finished batch costs
+        self.workers = {b: iter(_forever(DataLoader(ds, batch_size=b, shuffle=True, num_workers=1, prefetch_factor=2,
+                                                    persistent_workers=True, drop_last=True)))
+                        for b in batches} if handover else {}
+        self.handover: dict[int, list[float]] = {b: [] for b in self.workers}
+        self.timer = Timer(device)
+
+    def round(self, pairs: int = 3, warmup: int = 1) -> None:
+        for b in self.batches:
+            x, y = self.inputs[b]
+            for i in range(warmup + pairs):
+                t0 = time.perf_counter()
+                next(self.loaders[b])
+                t_build = time.perf_counter() - t0
+                t_step = self.timer(functools.partial(training_step, self.model, self.opt, x, y, self.scaler,
+                                                      self.dtype), 1, 0)[0]
+                t_hand = 0.0
+                if self.workers:
+                    t0 = time.perf_counter()
+                    next(self.workers[b])
+                    t_hand = time.perf_counter() - t0
+                if i >= warmup:
+                    self.build[b].append(t_build)
+                    self.step[b].append(t_step)
+                    if self.workers:
+                        self.handover[b].append(t_hand)
+
+    def fits(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+        """(compute, batch build, hand-over or None) fits a + c·b over the medians per batch size."""
+        out: list[dict[str, Any] | None] = []
+        for table in (self.step, self.build, self.handover):
+            if not table:
+                out.append(None)
+                continue
+            pts = [{"batch": b, "median_s": statistics.median(ts), "n": len(ts)} for b, ts in table.items()]
+            a, c, r2 = fit_line([p["batch"] for p in pts], [p["median_s"] for p in pts])
+            cvs = []
+            for ts in table.values():
+                med = statistics.median(ts)
+                cvs.append(1.4826 * statistics.median(abs(t - med) for t in ts) / med if med > 0 else 0.0)
+            out.append({"a_s": a, "c_s_per_sample": c, "r2": r2, "cv": statistics.median(cvs), "points": pts})
+        assert out[0] is not None and out[1] is not None
+        return out[0], out[1], out[2]
+
+
+def _forever(loader: DataLoader) -> Any:
+    while True:
+        yield from loader
+
+
+def handover_probe(ds: PatchDataset, batches: list[int], fetches: int = 20, work_s: float = 0.02) -> dict[str, Any]:
+    """What ``next()`` costs the training process for a batch a worker has already finished.
+
+    Between fetches the process stays busy (``work_s`` of arithmetic, as training would), so the
+    worker is always ahead; fit t(b) = a + c·b over batch sizes.
+    """
+    a_mat = torch.randn(256, 256)
+    pts = []
+    for b in batches:
+        loader = DataLoader(ds, batch_size=b, shuffle=True, num_workers=1, prefetch_factor=2,
+                            persistent_workers=True, drop_last=True)
+        it = iter(loader)
+        next(it)
+        ts = []
+        for _ in range(fetches):
+            t = time.perf_counter()
+            while time.perf_counter() - t < work_s:
+                a_mat @ a_mat
+            t0 = time.perf_counter()
+            next(it)
+            ts.append(time.perf_counter() - t0)
+        del it, loader
+        pts.append({"batch": b, "median_s": statistics.median(ts)})
+    a, c, r2 = fit_line([p["batch"] for p in pts], [p["median_s"] for p in pts])
+    return {"a_s": a, "c_s_per_sample": c, "r2": r2, "points": pts}

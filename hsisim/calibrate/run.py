@@ -1,0 +1,266 @@
+"""``hsisim calibrate``: run the probes on a device and write a calibration profile (JSON)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import hsisim
+from hsisim import catalog
+from hsisim.calibrate import probes
+from hsisim.calibrate.data import PatchDataset, fit_preprocess, make_scene, offline_cube, open_cube, write_cube
+from hsisim.calibrate.models import MODELS, forward_flops, param_count
+from hsisim.errors import HsisimInputError
+from hsisim.montecarlo.store import atomic_write
+from hsisim.profile import FORMAT
+
+# the patch sizes of each model's paper (Indian Pines); PCA components where the model takes them
+DEFAULT_PATCH = {"hamida": 5, "hybridsn": 25, "ssrn": 7, "ssftt": 13, "spectralformer": 7}
+DEFAULT_PCA = {"hybridsn": 30, "ssftt": 30}
+PROBE_EXTENT = 256  # the probes cut patches from at most a 256×256 crop of large scenes
+
+
+def parse_device(text: str) -> torch.device:
+    """``cpu``, ``cuda`` or ``cuda:N``; a CUDA device must exist."""
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
+        raise HsisimInputError(f"--device must be cpu, cuda or cuda:N, got {text!r}")
+    dev = torch.device(text)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise HsisimInputError(f"--device {text}: torch sees no CUDA device (torch {torch.__version__}, "
+                                   f"built for CUDA {torch.version.cuda})")
+        if (dev.index or 0) >= torch.cuda.device_count():
+            raise HsisimInputError(f"--device {text}: only {torch.cuda.device_count()} CUDA device(s)")
+        dev = torch.device("cuda", dev.index or 0)
+    return dev
+
+
+def catalog_gpu_for(device: torch.device) -> str | None:
+    """The catalog GPU whose name matches the device (``cpu`` for the CPU)."""
+    if device.type == "cpu":
+        return "cpu"
+    name = torch.cuda.get_device_name(device).lower()
+    for key in catalog.names("gpus"):
+        display = catalog.gpu(key).display.lower()
+        short = display.replace("nvidia", "").replace("geforce", "").split()[0] if display else key
+        if key in name.replace(" ", "").replace("-", "") or short in name:
+            return key
+    return None
+
+
+def fingerprint(device: torch.device) -> dict[str, Any]:
+    """What the numbers were measured on."""
+    fp: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "host": platform.node(),
+                          "python": platform.python_version(), "torch": torch.__version__,
+                          "hsisim": hsisim.__version__, "cpu": cpu_name(), "cores": os.cpu_count(),
+                          "torch_threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        fp.update({"device": props.name, "memory_bytes": props.total_memory, "cuda": torch.version.cuda,
+                   "capability": f"{props.major}.{props.minor}", "driver": _driver()})
+    else:
+        fp.update({"device": fp["cpu"], "memory_bytes": _host_memory()})
+    return fp
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _host_memory() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _driver() -> str | None:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout
+        return out.strip().splitlines()[0] if out.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+@dataclass
+class Workload:
+    """The model and data shapes being calibrated, and the on-disk cube the data probe reads."""
+
+    model: str
+    dataset: str
+    patch: int
+    bands: int  # bands the model consumes (after PCA)
+    raw_bands: int
+    classes: int
+    pca: int | None
+
+
+def workload(model: str, dataset: str, patch: int | None = None, pca: int | None = None) -> Workload:
+    if model not in MODELS:
+        raise HsisimInputError(f"--model must be one of {', '.join(MODELS)}, got {model!r}")
+    ds = catalog.dataset(dataset, key="--dataset")
+    info = catalog.model(model, key="--model")
+    p = patch if patch is not None else DEFAULT_PATCH[model]
+    k = pca if pca is not None else DEFAULT_PCA.get(model)
+    if info.spectral_input == "pca" and k is None:
+        raise HsisimInputError(f"{info.display} takes PCA components: give --pca")
+    if k is not None and not 1 <= k <= ds.bands:
+        raise HsisimInputError(f"--pca must be between 1 and the {ds.bands} bands of {ds.display}, got {k}")
+    if p < 1:
+        raise HsisimInputError(f"--patch must be positive, got {p}")
+    classes = ds.classes + 1 if info.outputs == "classes_plus_one" else ds.classes
+    try:
+        info.stats(k or ds.bands, p, ds.classes)
+    except ValueError as exc:
+        raise HsisimInputError(f"{info.display} cannot take {p}×{p} patches: {exc}") from None
+    return Workload(model, dataset, p, k or ds.bands, ds.bands, classes, k)
+
+
+@contextmanager
+def scene(w: Workload, fmt: str = "npy", scale: float = 1.0):
+    """A temporary on-disk cube (raw int16) plus its offline-preprocessed twin; removed afterwards."""
+    ds = catalog.dataset(w.dataset)
+    rows, cols = ds.rows, ds.cols
+    crop = scale
+    if scale == 1.0 and max(rows, cols) > PROBE_EXTENT:
+        crop = PROBE_EXTENT / max(rows, cols)
+    cube, labels, layout = make_scene(w.dataset, rows, cols, w.raw_bands, ds.classes, ds.labelled, scale=crop)
+    with tempfile.TemporaryDirectory(prefix="hsisim-probe-") as d:
+        path = write_cube(cube, Path(d) / "cube", fmt)
+        raw = open_cube(path)
+        pre = fit_preprocess(raw, labels, w.pca)
+        offline = offline_cube(raw, pre, Path(d) / "offline.npy")
+        yield {"raw": raw, "offline": offline, "labels": labels, "pre": pre, "layout": layout,
+               "shape": list(cube.shape), "format": fmt}
+        del raw, offline
+
+
+def dataset_for(sc_data: dict[str, Any], w: Workload, mode: str, repeats: int = 1, augment: bool = False
+                ) -> PatchDataset:
+    cube = sc_data["raw"] if mode == "getitem" else sc_data["offline"]
+    return PatchDataset(cube, sc_data["labels"], w.patch, mode, sc_data["pre"], repeats=repeats, augment=augment)
+
+
+def calibrate(*, device: str, model: str, dataset: str, out: Path, quick: bool = False, patch: int | None = None,
+              pca: int | None = None, batch: int = 64, world_size: int = 1, checkpoint_dir: Path | None = None,
+              fmt: str = "npy", log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run every probe and write the profile to ``out``; returns the profile."""
+    dev = parse_device(device)
+    w = workload(model, dataset, patch, pca)
+    if batch < 1:
+        raise HsisimInputError(f"--batch must be positive, got {batch}")
+    if world_size < 1 or (dev.type == "cuda" and world_size > torch.cuda.device_count()):
+        raise HsisimInputError(f"--world-size must be between 1 and the devices available, got {world_size}")
+    if checkpoint_dir is not None and not checkpoint_dir.is_dir():
+        raise HsisimInputError(f"--checkpoint-dir {checkpoint_dir} is not a directory")
+    say = log or (lambda s: None)
+    t_start = time.perf_counter()
+    cores = os.cpu_count() or 1
+    profile: dict[str, Any] = {"format": FORMAT, "source": "measured", "fingerprint": fingerprint(dev),
+                               "device": {"kind": dev.type, "name": None, "catalog_gpu": catalog_gpu_for(dev),
+                                          "cores": cores}}
+    profile["device"]["name"] = profile["fingerprint"]["device"]
+    built = MODELS[w.model](w.bands, w.patch, w.classes)
+    profile["model"] = {"name": w.model, "bands": w.bands, "patch": w.patch, "classes": w.classes,
+                        "params": param_count(built), "fwd_flops": forward_flops(built, w.bands, w.patch)}
+    # compute: micro-batch sweep; on the CPU once per training-thread count a loader can leave
+    batches = _batches(w, dev, batch, quick)
+    say(f"compute probe: {w.model}, batches {batches}")
+    if dev.type == "cpu":
+        counts = sorted({1, cores}) if quick else list(range(1, cores + 1))
+        by = {str(t): probes.compute_probe(w.model, w.bands, w.patch, w.classes, dev, batches, threads=t,
+                                           reps=5 if quick else 7, warmup=2 if quick else 3) for t in counts}
+        profile["compute"] = {"by_threads": by}
+    else:
+        profile["compute"] = probes.compute_probe(w.model, w.bands, w.patch, w.classes, dev, batches)
+        say("memory probe")
+        profile["memory"] = probes.memory_probe(w.model, w.bands, w.patch, w.classes, dev, batches)
+    # data pipeline over a real on-disk cube, both preprocessing modes
+    workers = [0, 1] if quick else sorted({0, 1, 2, min(4, cores)})
+    with scene(w, fmt) as s:
+        modes = {}
+        for mode in ("getitem", "offline"):
+            say(f"data probe: preprocess {mode}, workers {workers}")
+            ds = dataset_for(s, w, mode)
+            d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda", samples=200 if quick else 600)
+            d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}), fetches=10 if quick else 20)
+            modes[mode] = {"patch": w.patch, "out_bands": w.bands, **d}
+        profile["data"] = {"dataset": w.dataset, "cube_shape": s["shape"], "cube_format": s["format"],
+                           "layout": s["layout"], "batch": batch, "modes": modes}
+    say("checkpoint probe")
+    m, opt, scaler, dtype = probes.make_training(w.model, w.bands, w.patch, w.classes, dev)
+    x = torch.randn(2, w.bands, w.patch, w.patch, device=dev)
+    probes.training_step(m, opt, x, torch.zeros(2, dtype=torch.long, device=dev), scaler, dtype)  # Adam state
+    profile["checkpoint"] = probes.checkpoint_probe(m, opt, checkpoint_dir)
+    if world_size > 1:
+        say(f"collective probe: {world_size} processes")
+        profile["collectives"] = probes.collective_probe(world_size, "nccl" if dev.type == "cuda" else "gloo")
+    profile["probe_seconds"] = time.perf_counter() - t_start
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, lambda p: Path(p).write_text(json.dumps(profile, indent=2)))
+    return profile
+
+
+def _batches(w: Workload, dev: torch.device, batch: int, quick: bool) -> list[int]:
+    """Micro-batch sizes to sweep: powers of two up to ``batch``, fewer and smaller on a slow CPU."""
+    top = batch
+    if dev.type == "cpu":  # keep a step under ~1 s: estimate from the catalog's FLOPs at ~20 GFLOP/s
+        info = catalog.model(w.model)
+        flops = 3 * info.stats(w.bands, w.patch, w.classes).fwd_flops
+        top = int(max(2, min(batch, 2 ** np.floor(np.log2(max(2.0, 20e9 / flops))))))
+    sizes = [b for b in (2**k for k in range(0, 12)) if b <= top]
+    if quick:
+        sizes = sizes[-4:] if len(sizes) > 4 else sizes
+    return sizes if len(sizes) >= 2 else [1, 2]
+
+
+def spec_profile(gpu_name: str, model: str, dataset: str, patch: int | None = None, pca: int | None = None,
+                 precision: str = "amp_fp16", optimizer: str = "adam") -> dict[str, Any]:
+    """A profile derived from a GPU's published figures (roofline over the catalog), marked ``source: spec``."""
+    from hsisim.analytic import compute, memory
+
+    gpu = catalog.gpu(gpu_name, key="--spec")
+    w = workload(model, dataset, patch, pca)
+    info = catalog.model(model)
+    stats = info.stats(w.bands, w.patch, catalog.dataset(dataset).classes)
+    states = memory.state_bytes_per_param(precision, optimizer)
+    cost = compute.roofline_cost(
+        fwd_flops=stats.fwd_flops, act_bytes=stats.act_elems * memory.activation_bytes_per_element(precision),
+        params=stats.params, ops=stats.ops, peak_flops=gpu.peak_flops[precision], efficiency=info.efficiency,
+        mem_bw_bytes_per_s=gpu.mem_bw_bytes_per_s,
+        optimizer_bytes_per_param=3 * states["optimizer"] + 2 * states["weights"] + states["grads"])
+    return {"format": FORMAT, "source": "spec",
+            "note": f"derived from the published {gpu.display} figures in the catalog (peak "
+                    f"{gpu.peak_flops[precision] / 1e12:.1f} TFLOP/s {precision}, "
+                    f"{gpu.mem_bw_bytes_per_s / 1e9:.0f} GB/s, "
+                    f"{gpu.memory_bytes / 2**30:.0f} GiB) and the model's layer arithmetic at the catalog's prior "
+                    f"efficiency {info.efficiency}: not measured",
+            "device": {"kind": "cuda", "name": gpu.display, "catalog_gpu": gpu.name, "cores": None},
+            "model": {"name": w.model, "bands": w.bands, "patch": w.patch, "classes": w.classes, "params": stats.params,
+                      "fwd_flops": stats.fwd_flops, "precision": precision, "optimizer": optimizer},
+            "compute": {"a_s": cost.a_s, "c_s_per_sample": cost.c_s_per_sample, "cv": 0.0}}

@@ -1,0 +1,299 @@
+"""``hsisim validate``: a real short training run on a device against the simulator's prediction.
+
+The scenario's model, micro-batch, loader (workers, prefetch, pinned memory), preprocessing and
+optimizer are trained for real on a synthetic cube of the scenario's dataset (real label map where
+available). The prediction comes from the same scenario moved onto this device (``local-cpu``, or
+the GPU's catalog entry), driven by a calibration profile (given, or measured on the spot), and
+simulated by the micro simulation. On the CPU the training process gets the cores the loader
+workers leave free, in the real run and in the model alike.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from hsisim import catalog
+from hsisim.analytic import collectives
+from hsisim.calibrate import probes
+from hsisim.calibrate.models import build, param_count
+from hsisim.calibrate.run import catalog_gpu_for, dataset_for, parse_device, scene, workload
+from hsisim.errors import HsisimInputError
+from hsisim.montecarlo.store import atomic_write
+from hsisim.profile import FORMAT
+from hsisim.resolve import resolve
+from hsisim.scenario import Scenario, load_scenario
+from hsisim.sim.stepmodel import estimate
+
+
+def segments(steps: int, rounds: int) -> list[int]:
+    """``steps`` split into at most ``rounds`` near-equal segments."""
+    k = max(1, min(rounds, steps))
+    return [steps // k + (1 if i < steps % k else 0) for i in range(k)]
+
+
+def training_threads(cores: int, world: int, workers: int) -> int:
+    """Training threads per process on a CPU: the cores its loader workers leave free (at least 1)."""
+    return max(1, cores // world - workers)
+
+
+def local_instance(dev: torch.device, world: int) -> str:
+    """The catalog instance standing for this machine."""
+    if dev.type == "cpu":
+        return "local-cpu" if world == 1 else "local-cpu-x2"
+    gpu = catalog_gpu_for(dev)
+    for name in catalog.names("instances"):
+        inst = catalog.instance(name)
+        if inst.gpu == gpu and inst.gpus == world:
+            return name
+    raise HsisimInputError(f"no catalog instance with {world} × {gpu} for the validation run")
+
+
+class Run:
+    """The real training run: the scenario's model, loader and optimizer, stepped in segments."""
+
+    def __init__(self, sc: Scenario, dev: torch.device, threads: int, s: dict[str, Any], rank: int = 0,
+                 world: int = 1) -> None:
+        w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
+        self.dev, self.threads = dev, threads
+        torch.manual_seed(rank)
+        amp = sc.model.precision.startswith("amp") or sc.model.precision in ("fp16", "bf16")
+        model, self.opt, self.scaler, self.dtype = probes.make_training(w.model, w.bands, w.patch, w.classes, dev,
+                                                                        sc.model.optimizer, amp)
+        if world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            model = DistributedDataParallel(model)
+        self.model = model
+        ds = dataset_for(s, w, sc.dataset.preprocess, sc.training.repeats, sc.dataset.augmentation != "none")
+        ld = sc.loader
+        self.loader = DataLoader(ds, batch_size=sc.training.micro_batch, shuffle=True, num_workers=ld.num_workers,
+                                 prefetch_factor=ld.prefetch_factor if ld.num_workers else None,
+                                 pin_memory=ld.pin_memory and dev.type == "cuda",
+                                 persistent_workers=ld.persistent_workers and ld.num_workers > 0, drop_last=True)
+        self.it = iter(self.loader)
+        self.waits: list[float] = []
+        self.totals: list[float] = []
+
+    def segment(self, steps: int, warmup: int) -> None:
+        """``warmup`` steps (the loader refills its queue) then ``steps`` timed optimizer steps."""
+        torch.set_num_threads(self.threads)
+        for i in range(warmup + steps):
+            t0 = time.perf_counter()
+            try:
+                x, y = next(self.it)
+            except StopIteration:
+                self.it = iter(self.loader)
+                x, y = next(self.it)
+            t1 = time.perf_counter()
+            x = x.to(self.dev, non_blocking=True)
+            y = y.to(self.dev, non_blocking=True)
+            probes.training_step(self.model, self.opt, x, y, self.scaler, self.dtype)
+            if self.dev.type == "cuda":
+                torch.cuda.synchronize(self.dev)
+            t2 = time.perf_counter()
+            if i >= warmup:
+                self.waits.append(t1 - t0)
+                self.totals.append(t2 - t0)
+
+    def result(self) -> dict[str, Any]:
+        wa, to = np.array(self.waits), np.array(self.totals)
+        # medians: the machine is shared, and a neighbour's burst should not decide the comparison
+        return {"step_time_s": float(np.median(to)), "step_time_mean_s": float(to.mean()),
+                "data_wait_fraction": float(np.median(wa) / np.median(to)), "data_wait_s": float(np.median(wa)),
+                "data_wait_fraction_of_sums": float(wa.sum() / to.sum()), "steps": len(to)}
+
+    def close(self) -> None:
+        del self.it
+
+
+def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str], device: str, steps: int,
+                warmup: int, threads: int, rounds: int, probe_too: bool, out: str) -> None:
+    """One rank of the distributed validation: run segments, and probe rounds on every rank at once."""
+    import torch.distributed as dist
+
+    sc = load_scenario(scenario, sets)
+    dev = parse_device(device)
+    if dev.type == "cuda":
+        dev = torch.device("cuda", rank)
+    torch.set_num_threads(threads)
+    dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    try:
+        w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
+        with scene(w) as s:
+            # the probe runs in every process at once: compute and builds under the same sharing of
+            # cores and memory bandwidth as the distributed run (the probe itself does not communicate)
+            probe = _paired(sc, dev, s) if probe_too else None
+            run = Run(sc, dev, threads, s, rank, world)
+            seg_warmup = sc.loader.num_workers * sc.loader.prefetch_factor + 1
+            for r, n in enumerate(segments(steps, rounds)):
+                if probe is not None:
+                    dist.barrier()
+                    probe.round()
+                dist.barrier()
+                run.segment(n, warmup if r == 0 else seg_warmup)
+            res: dict[str, Any] = run.result()
+            run.close()
+            fits = probe.fits() if probe is not None else None
+        # the all-reduce probe (message sizes around, not at, the gradient's) and the gradient's own
+        # all-reduce, alternated in the same processes
+        grad_bytes = 4 * param_count(build(w.model, w.bands, w.patch, w.classes))
+        sizes = [2**k for k in range(14, 25, 2) if not 0.5 < 2**k / grad_bytes < 2]
+        sweep: dict[int, list[float]] = {n: [] for n in sizes}
+        grad_ts: list[float] = []
+        for _ in range(3):
+            for n, t in probes.time_allreduce(sizes, 5, dev):
+                sweep[n].append(t)
+            grad_ts.append(probes.time_allreduce([grad_bytes], 5, dev)[0][1])
+        res["allreduce_s"] = statistics.median(grad_ts)
+        coll = probes.fit_allreduce([(n, statistics.median(ts)) for n, ts in sweep.items()], world,
+                                    "nccl" if dev.type == "cuda" else "gloo")
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, res)
+        if rank == 0:
+            merged = {k: max(g[k] for g in gathered) if k == "step_time_s" else statistics.mean(g[k] for g in gathered)
+                      for k in res}
+            Path(out).write_text(json.dumps({"measured": merged, "fits": fits, "collectives": coll}))
+    finally:
+        dist.destroy_process_group()
+
+
+def _profile(sc: Scenario, dev: torch.device, threads: int, fits: Any, s: dict[str, Any],
+             collectives: dict[str, Any] | None) -> dict[str, Any]:
+    w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
+    comp, build_fit, handover = fits
+    ds = dataset_for(s, w, sc.dataset.preprocess, sc.training.repeats, sc.dataset.augmentation != "none")
+    each = probes.data_probe(ds, sc.training.micro_batch, [], pin_memory=False, samples=300, batches=3)
+    prof: dict[str, Any] = {
+        "format": FORMAT, "source": "measured", "method": "paired probe: batch builds alternating with training "
+        "steps on a fixed batch, each timed alone (per-sample costs under load), in every training process at once",
+        "device": {"kind": dev.type, "catalog_gpu": catalog_gpu_for(dev), "cores": os.cpu_count()},
+        "model": {"name": w.model, "bands": w.bands, "patch": w.patch, "classes": w.classes,
+                  "params": param_count(build(w.model, w.bands, w.patch, w.classes))},
+        "compute": {"by_threads": {str(threads): comp}} if dev.type == "cpu" else comp,
+        "data": {"modes": {sc.dataset.preprocess: {"patch": w.patch, "out_bands": w.bands, "batch_build": build_fit,
+                                                   "per_sample_s": each["per_sample_s"],
+                                                   "per_sample_cv": each["per_sample_cv"]}}},
+    }
+    if handover is not None:
+        prof["data"]["modes"][sc.dataset.preprocess]["handover"] = handover
+    if collectives is not None:
+        prof["collectives"] = collectives
+    return prof
+
+
+def _paired(sc: Scenario, dev: torch.device, s: dict[str, Any]) -> probes.PairedProbe:
+    w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
+    b = sc.training.micro_batch
+    amp = sc.model.precision.startswith("amp") or sc.model.precision in ("fp16", "bf16")
+    ds = dataset_for(s, w, sc.dataset.preprocess, sc.training.repeats, sc.dataset.augmentation != "none")
+    return probes.PairedProbe(w.model, w.bands, w.patch, w.classes, dev, ds,
+                              sorted({max(1, b // 4), max(1, b // 2), b}), sc.model.optimizer, amp,
+                              handover=sc.loader.num_workers > 0)
+
+
+def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, profile: Path, steps: int
+            ) -> tuple[dict[str, float], list[str]]:
+    """The simulator's step time, data-wait fraction (and exposed all-reduce) for this device."""
+    base = load_scenario(scenario, sets)
+    micro = base.training.micro_batch
+    local = [*sets, f"cluster.instance={local_instance(dev, world)}", "cluster.nodes=1", "cluster.market=on_demand",
+             "cluster.on_demand_nodes=0", f"training.steps={steps}", "training.epochs=null",
+             f"training.global_batch={micro * world}", f"calibration={profile}", "checkpoint.policy=none",
+             "checkpoint.every_steps=null", "checkpoint.on_notice=false", "overhead.queue=null", "overhead.boot=0",
+             "overhead.image_pull=0", "overhead.init=0", "spot=null", "timings=null"]
+    sc = load_scenario(scenario, local)
+    job = resolve(sc)
+    model = estimate(job, np.random.default_rng(0))
+    pred = {"step_time_s": model.mu, "data_wait_fraction": model.mean["data"] / model.mu,
+            "data_wait_s": model.mean["data"], "compute_s": model.mean["compute"], "comm_s": model.mean["comm"]}
+    if world > 1:  # one all-reduce of every gradient, as the measurement times it
+        inst = catalog.instance(sc.cluster.instance)
+        link = catalog.link(inst.intra)
+        coll = json.loads(Path(profile).read_text()).get("collectives") or {}
+        alpha = coll.get("alpha_per_hop_s", link.latency_s)
+        bw = coll.get("bus_bw_bytes_per_s", link.effective_bytes_per_s)
+        grad_bytes = 4.0 * json.loads(Path(profile).read_text())["model"].get("params", 0) or _params(sc)
+        pred["allreduce_s"] = collectives.ring_allreduce(grad_bytes, world, alpha, bw)
+    return pred, list(job.notes)
+
+
+def _params(sc: Scenario) -> float:
+    w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
+    return 4.0 * catalog.model(w.model).stats(w.bands, w.patch, w.classes).params
+
+
+def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, warmup: int | None = None,
+             profile: Path | None = None, world_size: int = 1, rounds: int = 8, log: Any = None) -> dict[str, Any]:
+    """Measure a real run and predict it; returns measured, predicted and the errors in %."""
+    dev = parse_device(device)
+    if steps < 5:
+        raise HsisimInputError(f"--steps must be at least 5, got {steps}")
+    if world_size not in (1, 2):
+        raise HsisimInputError(f"--world-size must be 1 or 2, got {world_size}")
+    sc = load_scenario(scenario, sets)
+    workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
+    say = log or (lambda m: None)
+    cores = os.cpu_count() or 1
+    threads = training_threads(cores, world_size, sc.loader.num_workers) if dev.type == "cpu" else 1
+    wu = warmup if warmup is not None else max(5, sc.loader.num_workers * sc.loader.prefetch_factor + 2)
+    w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
+    seg_warmup = sc.loader.num_workers * sc.loader.prefetch_factor + 1
+    with tempfile.TemporaryDirectory(prefix="hsisim-validate-") as d, scene(w) as s:
+        prof_path = profile
+        probe = _paired(sc, dev, s) if profile is None and world_size == 1 else None
+        fits: Any = None
+        coll: dict[str, Any] | None = None
+        say(f"training {wu} + {steps} steps for real" + ("" if profile is not None else
+            f", in {rounds} segments between rounds of the calibration probe ({threads} training thread(s))"))
+        old = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            if world_size == 1:
+                run = Run(sc, dev, threads, s)
+                for r, n in enumerate(segments(steps, rounds)):
+                    if probe is not None:
+                        probe.round()
+                    run.segment(n, wu if r == 0 else seg_warmup)
+                if probe is not None:
+                    probe.round()
+                    fits = probe.fits()
+                measured = run.result()
+                run.close()
+            else:
+                import torch.multiprocessing as mp
+
+                out = str(Path(d) / "measured.json")
+                mp.spawn(_ddp_worker, args=(world_size, probes._free_port(), str(scenario), sets, device, steps, wu,
+                                            threads, rounds, profile is None, out), nprocs=world_size, join=True)
+                got = json.loads(Path(out).read_text())
+                measured, fits, coll = got["measured"], got["fits"], got["collectives"]
+            if profile is None:
+                prof_path = Path(d) / "profile.json"
+                prof = _profile(sc, dev, threads, fits, s, coll)
+                atomic_write(prof_path, lambda p: Path(p).write_text(json.dumps(prof, indent=2)))
+        finally:
+            torch.set_num_threads(old)
+        assert prof_path is not None
+        predicted, notes = predict(scenario, sets, dev, world_size, prof_path, steps)
+    keys = ["step_time_s", "data_wait_fraction"] + (["allreduce_s"] if world_size > 1 else [])
+    errors = {k: 100.0 * (predicted[k] - measured[k]) / measured[k] if measured[k] > 0 else math.nan for k in keys}
+    # a fraction near zero has no meaningful relative error: also give the difference in points
+    points = {"data_wait_fraction": 100.0 * (predicted["data_wait_fraction"] - measured["data_wait_fraction"])}
+    return {"scenario": sc.name, "device": str(dev), "world_size": world_size, "threads": threads,
+            "steps": steps, "warmup": wu, "measured": measured, "predicted": predicted, "error_pct": errors,
+            "error_points": points, "notes": notes,
+            "config": {"model": sc.model.name, "micro_batch": sc.training.micro_batch,
+                       "num_workers": sc.loader.num_workers, "preprocess": sc.dataset.preprocess,
+                       "patch": sc.dataset.patch, "bands": sc.dataset.pca_components}}

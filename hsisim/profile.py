@@ -1,0 +1,93 @@
+"""Calibration profiles (JSON): what ``hsisim calibrate`` measured, read without importing torch.
+
+A profile holds a ``device`` block (kind, name, the catalog GPU it corresponds to, core count), a
+``compute`` fit t(b) = a + c·b (on the CPU one per training-thread count, because loader workers
+and the training process share the cores), optionally ``data`` (the batch build of the real
+``DataLoader`` per preprocessing mode), ``checkpoint`` bandwidths and ``collectives`` (α per hop
+and bus bandwidth of an all-reduce between processes of this machine), and a ``fingerprint``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hsisim.errors import HsisimInputError
+
+FORMAT = "hsisim-calibration/1"
+
+
+@dataclass(frozen=True)
+class Fit:
+    a_s: float
+    c_s_per_sample: float
+    cv: float = 0.0
+
+    def time(self, batch: int) -> float:
+        return self.a_s + self.c_s_per_sample * batch
+
+
+@dataclass(frozen=True)
+class Profile:
+    path: str
+    source: str  # "measured" or "spec"
+    device_kind: str  # "cpu" or "cuda"
+    catalog_gpu: str | None
+    cores: int | None
+    compute: dict[int, Fit]  # by training threads (0 = not thread-dependent: a GPU)
+    data: dict[str, dict[str, Any]]  # by preprocess mode: {"build": Fit, "patch", "out_bands", "bands"}
+    checkpoint: dict[str, float] | None
+    collectives: dict[str, float] | None
+    model: dict[str, Any]
+    raw: dict[str, Any]
+
+    def compute_fit(self, threads: int | None) -> tuple[Fit, int]:
+        """The compute fit for ``threads`` training threads (nearest measured), and the count used."""
+        if threads is None or list(self.compute) == [0]:
+            key = max(self.compute)
+            return self.compute[key], key
+        key = min(self.compute, key=lambda t: (abs(t - threads), -t))
+        return self.compute[key], key
+
+
+def _fit(d: Any, where: str) -> Fit:
+    try:
+        return Fit(float(d["a_s"]), float(d["c_s_per_sample"]), float(d.get("cv", 0.0)))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read and check a profile; bad files are input errors naming the ``calibration`` key."""
+    p = Path(path)
+    if not p.is_file():
+        raise HsisimInputError(f"calibration profile not found: {p}", key="calibration")
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        comp = raw["compute"]
+        if "by_threads" in comp:
+            compute = {int(t): _fit(f, f"compute.by_threads.{t}") for t, f in comp["by_threads"].items()}
+        else:
+            compute = {0: _fit(comp, "compute")}
+        if not compute:
+            raise ValueError("compute: no measurement")
+        data = {}
+        for mode, d in (raw.get("data") or {}).get("modes", {}).items():
+            data[mode] = {"build": _fit(d["batch_build"], f"data.modes.{mode}.batch_build"),
+                          "handover": _fit(d["handover"], f"data.modes.{mode}.handover") if "handover" in d else None,
+                          "patch": int(d["patch"]), "out_bands": int(d["out_bands"]),
+                          "per_sample_cv": float(d.get("per_sample_cv", 0.0))}
+        dev = raw.get("device", {})
+        ck = raw.get("checkpoint")
+        coll = raw.get("collectives")
+        return Profile(str(p), str(raw.get("source", "measured")), str(dev.get("kind", "cuda")),
+                       dev.get("catalog_gpu"), int(dev["cores"]) if dev.get("cores") else None, compute, data,
+                       {k: float(ck[k]) for k in ("write_bw_bytes_per_s", "read_bw_bytes_per_s")} if ck else None,
+                       {k: float(coll[k]) for k in ("alpha_per_hop_s", "bus_bw_bytes_per_s")} if coll else None,
+                       dict(raw.get("model", {})), raw)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HsisimInputError(f"calibration profile {p} is not a valid profile: {exc}", key="calibration") from None

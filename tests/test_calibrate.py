@@ -1,0 +1,243 @@
+"""Calibration: the torch HSI models against their papers, HSI data, the probes, profiles, validate."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, SHARED_DATA
+from typer.testing import CliRunner
+
+torch = pytest.importorskip("torch", reason="calibration needs torch (pip install torch==2.13.0)")
+
+from hsisim.calibrate import probes  # noqa: E402
+from hsisim.calibrate.data import (  # noqa: E402
+    PatchDataset,
+    fit_preprocess,
+    offline_cube,
+    open_cube,
+    real_labels,
+    synthetic_cube,
+    synthetic_labels,
+    write_cube,
+)
+from hsisim.calibrate.models import MODELS, build, forward_flops, param_count  # noqa: E402
+from hsisim.catalog.hsi_models import BUILDERS  # noqa: E402
+from hsisim.cli import app  # noqa: E402
+from hsisim.profile import load_profile  # noqa: E402
+from hsisim.resolve import resolve  # noqa: E402
+from hsisim.scenario import load_scenario  # noqa: E402
+
+runner = CliRunner()
+DATA_BOUND = ROOT / "scenarios" / "validate" / "cpu_data_bound.yaml"
+CPU = torch.device("cpu")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CUDA paths run on a GPU")
+SHAPES = {"hamida": (200, 5, 17), "hybridsn": (30, 25, 16), "ssrn": (200, 7, 16), "ssftt": (30, 13, 16),
+          "spectralformer": (200, 7, 16)}
+
+
+def test_published_parameter_counts() -> None:
+    # HybridSN (Roy et al. 2019, Indian Pines, 30 PCA components, 25x25): 5,122,176 trainable parameters;
+    # Hamida et al. 3D-CNN as in DeepHyperX (Indian Pines, 200 bands, 5x5, 17 outputs): 46,107
+    assert param_count(build("hybridsn", 30, 25, 16)) == 5_122_176
+    assert param_count(build("hamida", 200, 5, 17)) == 46_107
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_torch_modules_match_the_catalog_arithmetic(name: str) -> None:
+    bands, patch, classes = SHAPES[name]
+    model = build(name, bands, patch, classes)
+    stats = BUILDERS[name](bands, patch, classes)
+    assert param_count(model) == stats.params
+    out = model(torch.zeros(2, bands, patch, patch))
+    assert out.shape == (2, classes)
+    # flop_counter counts convolutions and matrix products; the catalog adds normalisation, softmax
+    # and residual additions (2.0 x MACs each), a little more for the BatchNorm/LayerNorm models
+    flops = forward_flops(model, bands, patch)
+    ratio = flops / stats.fwd_flops
+    if name in ("hamida", "hybridsn"):
+        assert flops == stats.fwd_flops
+    else:
+        assert 0.98 <= ratio <= 1.0, ratio
+
+
+def test_synthetic_labels_and_cube() -> None:
+    rng = np.random.default_rng(0)
+    lab = synthetic_labels(40, 30, 5, 500, rng)
+    assert lab.shape == (40, 30) and (lab > 0).sum() == 500 and set(np.unique(lab)) <= set(range(6))
+    cube = synthetic_cube(lab, 12, rng)
+    assert cube.shape == (40, 30, 12) and cube.dtype == np.int16
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "hsi" / "Indian_pines_gt.mat").exists(), reason="shared HSI data absent")
+def test_real_indian_pines_ground_truth(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HSISIM_DATA", str(SHARED_DATA))
+    lab = real_labels("indian_pines")
+    assert lab is not None and lab.shape == (145, 145)
+    assert (lab > 0).sum() == 10249 and lab.max() == 16  # the catalog's labelled count
+
+
+@pytest.mark.parametrize("fmt", ["npy", "envi", "mat"])
+def test_cube_readers_round_trip(fmt: str, tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    cube = synthetic_cube(synthetic_labels(16, 12, 3, 100, rng), 7, rng)
+    back = open_cube(write_cube(cube, tmp_path / "c", fmt))
+    np.testing.assert_array_equal(np.asarray(back), cube)
+
+
+def test_getitem_and_offline_preprocessing_give_the_same_patches(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    lab = synthetic_labels(20, 18, 4, 200, rng)
+    cube = synthetic_cube(lab, 24, rng)
+    pre = fit_preprocess(cube, lab, 5)
+    assert pre.out_bands == 5
+    off = offline_cube(cube, pre, tmp_path / "off.npy", rows_per_chunk=7)
+    a = PatchDataset(cube, lab, 5, "getitem", pre)
+    b = PatchDataset(off, lab, 5, "offline")
+    assert len(a) == len(b) == 200
+    for i in (0, 17, 199):  # includes border pixels (reflected)
+        xa, ya = a[i]
+        xb, yb = b[i]
+        assert xa.shape == (5, 5, 5) and ya == yb
+        torch.testing.assert_close(xa, xb, rtol=1e-4, atol=1e-4)
+    r, c = int(a.rows[0]), int(a.cols[0])
+    centre = pre.apply(cube[r, c][None])[0]
+    np.testing.assert_allclose(a[0][0][:, 2, 2].numpy(), centre, rtol=1e-5)
+
+
+def test_fit_line_recovers_a_line_and_clips_a_negative_intercept() -> None:
+    a, c, r2 = probes.fit_line([1, 2, 4, 8], [0.5 + 0.25 * b for b in (1, 2, 4, 8)])
+    assert (a, c, r2) == pytest.approx((0.5, 0.25, 1.0))
+    a, c, _ = probes.fit_line([1, 2, 3], [0.9, 2.0, 3.1])
+    assert a == 0.0 and c == pytest.approx((0.9 + 4.0 + 9.3) / 14)
+
+
+def test_compute_and_checkpoint_probes_on_the_cpu(tmp_path: Path) -> None:
+    res = probes.compute_probe("hybridsn", 15, 9, 16, CPU, [2, 8], reps=3, warmup=1, threads=1)
+    assert res["threads"] == 1 and res["c_s_per_sample"] > 0 and len(res["points"]) == 2
+    assert torch.get_num_threads() != 0
+    model, opt, scaler, dtype = probes.make_training("hamida", 20, 3, 5, CPU)
+    probes.training_step(model, opt, torch.randn(2, 20, 3, 3), torch.zeros(2, dtype=torch.long), scaler, dtype)
+    ck = probes.checkpoint_probe(model, opt, tmp_path, reps=2)
+    assert ck["bytes"] > 4 * param_count(model) and ck["write_bw_bytes_per_s"] > 0
+    assert list(tmp_path.iterdir()) == []  # nothing left behind
+
+
+def test_collective_probe_two_gloo_processes() -> None:
+    res = probes.collective_probe(2, "gloo", sizes=[4096, 65536, 1 << 20], reps=3)
+    assert res["world_size"] == 2 and len(res["points"]) == 3
+    assert res["bus_bw_bytes_per_s"] > 0 and res["alpha_per_hop_s"] >= 0
+
+
+def _probe_dirs() -> set[str]:
+    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith(("hsisim-probe-", "hsisim-validate-"))}
+
+
+def test_calibrate_cli_writes_a_profile_that_drives_a_scenario(tmp_path: Path) -> None:
+    before = _probe_dirs()
+    out = tmp_path / "cpu.json"
+    res = runner.invoke(app, ["calibrate", "--device", "cpu", "--model", "hybridsn", "--dataset", "indian_pines",
+                              "--patch", "9", "--pca", "15", "--batch", "8", "--quick", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    prof = json.loads(out.read_text())
+    assert prof == json.loads(res.output)
+    assert prof["source"] == "measured" and prof["device"]["catalog_gpu"] == "cpu"
+    fp = prof["fingerprint"]
+    assert {"device", "torch", "cpu", "cores", "date", "python"} <= set(fp)
+    assert set(prof["data"]["modes"]) == {"getitem", "offline"}
+    assert prof["checkpoint"]["bytes"] > 0 and _probe_dirs() == before
+    loaded = load_profile(out)
+    # the profile drives a CPU scenario: compute and batch build come from it
+    sc = load_scenario(ROOT / "scenarios" / "validate" / "cpu_data_bound.yaml",
+                       [f"calibration={out}", "training.micro_batch=8", "training.global_batch=8",
+                        "dataset.augmentation=none"])
+    job = resolve(sc)
+    fit, _ = loaded.compute_fit(os.cpu_count() or 1)
+    assert job.compute_s == pytest.approx(fit.time(8))
+    assert job.batch_build_s == pytest.approx(loaded.data["getitem"]["build"].time(8))
+    assert any("profile's DataLoader probe" in n for n in job.notes)
+    # and a GPU scenario, extrapolated with a note
+    gpu = resolve(load_scenario(ROOT / "scenarios" / "single_3090.yaml", [f"calibration={out}"]))
+    assert any("extrapolated" in n for n in gpu.notes) and any("CPU profile" in n for n in gpu.notes)
+
+
+def test_spec_profile_is_the_committed_reference(tmp_path: Path) -> None:
+    out = tmp_path / "spec.json"
+    res = runner.invoke(app, ["calibrate", "--spec", "rtx3090", "--model", "hybridsn", "--dataset", "indian_pines",
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text()) == json.loads((ROOT / "calibration" / "rtx3090-spec.json").read_text())
+    assert json.loads(out.read_text())["source"] == "spec"
+
+
+def test_reference_cpu_profile_loads() -> None:
+    profiles = [p for p in (ROOT / "calibration").glob("cpu-*.json")]
+    assert profiles
+    for p in profiles:
+        prof = load_profile(p)
+        assert prof.source == "measured" and prof.device_kind == "cpu" and prof.compute
+
+
+def test_validate_reports_measured_predicted_and_errors() -> None:
+    before = _probe_dirs()
+    res = runner.invoke(app, ["validate", "--scenario", str(ROOT / "scenarios" / "validate" / "cpu_compute_bound.yaml"),
+                              "--device", "cpu", "--steps", "6", "--warmup", "3",
+                              "--set", "training.micro_batch=8", "--set", "training.global_batch=8", "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    for key in ("step_time_s", "data_wait_fraction"):
+        m, p = r["measured"][key], r["predicted"][key]
+        assert m > 0 and p > 0
+        assert r["error_pct"][key] == pytest.approx(100 * (p - m) / m)
+    assert r["measured"]["steps"] == 6 and r["threads"] >= 1
+    assert any("hand" in n or "profile" in n for n in r["notes"])
+    assert _probe_dirs() == before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["calibrate", "--device", "tpu"], "--device must be cpu, cuda or cuda:N"),
+    (["calibrate", "--model", "resnet"], "--model must be one of"),
+    (["calibrate", "--dataset", "mars"], "mars"),
+    (["calibrate", "--pca", "500"], "--pca must be between 1 and the 200 bands"),
+    (["calibrate", "--model", "hybridsn", "--patch", "5"], "cannot take a 5x5 patch"),
+    (["calibrate", "--world-size", "0"], "--world-size"),
+    (["calibrate", "--checkpoint-dir", "/nonexistent/dir"], "is not a directory"),
+    (["calibrate", "--spec", "tpu9"], "tpu9"),
+    (["validate", "--scenario", str(DATA_BOUND), "--steps", "2"], "--steps must be at least 5"),
+    (["validate", "--scenario", str(DATA_BOUND), "--world-size", "3"], "--world-size must be"),
+    (["validate", "--scenario", "missing.yaml"], "missing.yaml"),
+])
+def test_bad_calibration_input_exits_2(args: list[str], message: str, tmp_path: Path) -> None:
+    out = tmp_path / "never.json"
+    extra = ["--out", str(out)] if args[0] == "calibrate" else []
+    res = runner.invoke(app, [*args, *extra])
+    assert res.exit_code == 2, res.output
+    assert message in res.output and "Traceback" not in res.output
+    assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_cuda_without_a_gpu_is_a_clear_error() -> None:
+    res = runner.invoke(app, ["calibrate", "--device", "cuda"])
+    assert res.exit_code == 2 and "torch sees no CUDA device" in res.output
+
+
+@needs_cuda
+def test_cuda_compute_memory_and_oom_handling() -> None:
+    dev = torch.device("cuda", 0)
+    res = probes.compute_probe("hybridsn", 30, 25, 16, dev, [8, 32], reps=5, warmup=2)
+    assert res["precision"] == "amp_fp16" and res["c_s_per_sample"] > 0
+    mem = probes.memory_probe("hybridsn", 30, 25, 16, dev, [8, 32], limit=1 << 20)
+    assert mem["activation_bytes_per_sample"] > 0 and mem["largest_batch"] >= 32
+    assert 1.0 <= mem["fragmentation"] < 3.0
+
+
+@needs_cuda
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="nccl needs 2 GPUs")
+def test_nccl_collective_probe() -> None:
+    res = probes.collective_probe(2, "nccl", sizes=[1 << 16, 1 << 22], reps=3)
+    assert res["bus_bw_bytes_per_s"] > 1e9
