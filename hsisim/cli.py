@@ -220,6 +220,14 @@ def optimize(
     print_optimize(result, Console())
 
 
+ModelFactory = Annotated[str | None, typer.Option(
+    help="Your model: MODULE:CALLABLE or path/to/file.py:CALLABLE returning a torch.nn.Module.")]
+DatasetFactory = Annotated[str | None, typer.Option(
+    help="Your dataset: MODULE:CALLABLE or path/to/file.py:CALLABLE returning a Dataset of (x, y).")]
+FactoryKwargs = Annotated[str | None, typer.Option(
+    help='JSON keyword arguments: {"model": {...}, "dataset": {...}} or one object for both.')]
+
+
 def _torch_or_exit(what: str) -> None:
     try:
         import torch  # noqa: F401
@@ -246,6 +254,9 @@ def calibrate(
                            ] = "npy",
     spec: Annotated[str | None, typer.Option(help="Derive the profile from a catalog GPU's published figures "
                                                   "instead of measuring (source: spec).")] = None,
+    model_factory: ModelFactory = None,
+    dataset_factory: DatasetFactory = None,
+    factory_kwargs: FactoryKwargs = None,
     as_json: AsJson = False,
 ) -> None:
     """Measure compute, memory, data pipeline, checkpoint I/O (and all-reduce) on a device: a profile JSON."""
@@ -266,7 +277,8 @@ def calibrate(
         log = None if as_json else (lambda m: typer.echo(m, err=True))
         return run_probes(device=device, model=model, dataset=dataset, out=out, quick=quick, patch=patch, pca=pca,
                           batch=batch, world_size=world_size, checkpoint_dir=checkpoint_dir, fmt=cube_format,
-                          log=log)
+                          log=log, model_factory=model_factory, dataset_factory=dataset_factory,
+                          factory_kwargs=factory_kwargs)
 
     prof = _guard(go)
     if as_json:

@@ -79,7 +79,9 @@ def load_profile(path: str | Path) -> Profile:
         for mode, d in (raw.get("data") or {}).get("modes", {}).items():
             data[mode] = {"build": _fit(d["batch_build"], f"data.modes.{mode}.batch_build"),
                           "handover": _fit(d["handover"], f"data.modes.{mode}.handover") if "handover" in d else None,
-                          "patch": int(d["patch"]), "out_bands": int(d["out_bands"]),
+                          "patch": int(d["patch"]) if "patch" in d else None,
+                          "out_bands": int(d["out_bands"]) if "out_bands" in d else None,
+                          "dataset_factory": d.get("dataset_factory"),
                           "per_sample_cv": float(d.get("per_sample_cv", 0.0))}
         dev = raw.get("device", {})
         ck = raw.get("checkpoint")

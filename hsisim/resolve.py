@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from hsisim import catalog
 from hsisim.analytic import checkpoint as ckpt
@@ -16,6 +17,9 @@ from hsisim.analytic import collectives, compute, datapipe, memory
 from hsisim.errors import HsisimInputError
 from hsisim.profile import Profile, load_profile
 from hsisim.scenario import Price, Scenario
+
+# A catalog-free module gets the median of the catalog models' prior efficiencies until calibrated.
+GENERIC_EFFICIENCY = 0.10
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,8 @@ def resolve(sc: Scenario) -> Job:
     """Build the ``Job`` for scenario ``sc``; raises ``HsisimInputError`` for impossible choices."""
     inst = catalog.instance(sc.cluster.instance)
     gpu = catalog.gpu(inst.gpu)
-    ds = catalog.dataset(sc.dataset.name)
-    minfo = catalog.model(sc.model.name)
+    ds = catalog.dataset(sc.dataset.name) if sc.dataset.name is not None else None
+    minfo = catalog.model(sc.model.name) if sc.model.name is not None else None
     cpu = catalog.cpu()
     notes: list[str] = []
     world = sc.cluster.nodes * inst.gpus
@@ -71,8 +75,21 @@ def resolve(sc: Scenario) -> Job:
     vcpus = inst.vcpus or (prof.cores if prof and prof.cores else os.cpu_count() or 1)
     # a CPU device: each training process gets the cores its loader workers leave free
     threads = max(1, vcpus // inst.gpus - sc.loader.num_workers) if gpu.name == "cpu" else None
-    out_bands = _model_bands(sc, ds, minfo)
-    stats = minfo.stats(out_bands, sc.dataset.patch, ds.classes)
+    parts = None
+    if ds is not None and minfo is not None:
+        out_bands = _model_bands(sc, ds, minfo)
+        assert sc.dataset.patch is not None
+        patch = sc.dataset.patch
+        stats = minfo.stats(out_bands, patch, ds.classes)
+        labelled = ds.labelled
+    else:  # the user's own module and/or Dataset (needs torch)
+        parts = _factory_parts(sc, prof, ds, minfo)
+        notes.extend(parts.notes)
+        stats = catalog.ModelStats(sc.model.name or str(sc.model.factory), parts.params, parts.fwd_flops,
+                                   parts.act_elems, parts.ops)
+        out_bands = parts.sample_shape[0]
+        patch = parts.sample_shape[1] if len(parts.sample_shape) > 1 else 1
+        labelled = parts.samples if parts.samples is not None else (ds.labelled if ds is not None else 0)
 
     tr = sc.training
     if tr.global_batch % (tr.micro_batch * world):
@@ -81,7 +98,7 @@ def resolve(sc: Scenario) -> Job:
             f"{tr.micro_batch} × {world}", key="training.global_batch")
     micro, act_ckpt, retries = _fit_memory(sc, stats, gpu, world, notes)
     accumulation = tr.global_batch // (micro * world)
-    samples = math.floor(ds.labelled * sc.dataset.train_fraction) * tr.repeats
+    samples = math.floor(labelled * sc.dataset.train_fraction) * tr.repeats
     steps_per_epoch = samples // tr.global_batch
     if steps_per_epoch < 1:
         raise HsisimInputError(f"an epoch of {samples} samples is smaller than one global batch of "
@@ -94,7 +111,7 @@ def resolve(sc: Scenario) -> Job:
     act_bytes = stats.act_elems * memory.activation_bytes_per_element(precision)
     cost = compute.roofline_cost(
         fwd_flops=stats.fwd_flops, act_bytes=act_bytes, params=stats.params, ops=stats.ops,
-        peak_flops=gpu.peak_flops[precision], efficiency=minfo.efficiency,
+        peak_flops=gpu.peak_flops[precision], efficiency=minfo.efficiency if minfo else GENERIC_EFFICIENCY,
         mem_bw_bytes_per_s=gpu.mem_bw_bytes_per_s, optimizer_bytes_per_param=opt_bytes,
         activation_checkpointing=act_ckpt)
     cost = _calibrated(sc, prof, cost, gpu, threads, stats.fwd_flops, notes)
@@ -132,21 +149,32 @@ def resolve(sc: Scenario) -> Job:
     # data pipeline
     fs = catalog.storage("nfs", key="dataset.storage")
     readers = max(1, sc.loader.num_workers) * world
-    sample = datapipe.sample_cost(
-        patch=sc.dataset.patch, bands=ds.bands, out_bands=out_bands, preprocess=sc.dataset.preprocess,
-        pca=minfo.spectral_input == "pca", storage=sc.dataset.storage, augmentation=sc.dataset.augmentation,
-        cpu=cpu, fs_latency_s=fs.latency_s, fs_share_bw=fs.read_bw_bytes_per_s / readers)
-    sample_bytes = sc.dataset.patch**2 * out_bands * datapipe.FLOAT_BYTES
-    build = datapipe.batch_build_seconds(sample.total, micro, sample_bytes, cpu)
+    sample_bytes = patch**2 * out_bands * datapipe.FLOAT_BYTES
+    if ds is not None:
+        sample = datapipe.sample_cost(
+            patch=patch, bands=ds.bands, out_bands=out_bands, preprocess=sc.dataset.preprocess,
+            pca=minfo is not None and minfo.spectral_input == "pca", storage=sc.dataset.storage,
+            augmentation=sc.dataset.augmentation, cpu=cpu, fs_latency_s=fs.latency_s,
+            fs_share_bw=fs.read_bw_bytes_per_s / readers)
+        build = datapipe.batch_build_seconds(sample.total, micro, sample_bytes, cpu)
+    else:
+        assert parts is not None
+        sample_bytes = parts.sample_bytes
+        build = (parts.per_sample_s or 0.0) * micro + parts.collate_s * micro / max(1, sc.training.micro_batch)
     build_cv = 0.0
-    measured = prof.data.get(sc.dataset.preprocess) if prof is not None else None
-    if measured is not None and (measured["patch"], measured["out_bands"]) != (sc.dataset.patch, out_bands):
+    mode = "factory" if sc.dataset.factory is not None else sc.dataset.preprocess
+    measured = prof.data.get(mode) if prof is not None else None
+    if measured is not None and mode == "factory" and measured.get("dataset_factory") != sc.dataset.factory:
+        measured = None
+    if measured is not None and mode != "factory" and (measured["patch"], measured["out_bands"]) != (patch, out_bands):
         measured = None
     if measured is not None:
         build = measured["build"].time(micro)
         build_cv = measured["per_sample_cv"] / math.sqrt(micro)
-        notes.append(f"batch build from the profile's DataLoader probe ({sc.dataset.preprocess}): "
+        notes.append(f"batch build from the profile's DataLoader probe ({mode}): "
                      f"{build * 1e3:.2f} ms per micro-batch of {micro}")
+    elif parts is not None and parts.per_sample_s is not None:
+        build_cv = parts.per_sample_cv / math.sqrt(micro)
     elif prof is not None and prof.data:
         notes.append("batch build modelled: the profile's data probe used another patch or band count")
     if sc.loader.num_workers:
@@ -195,6 +223,30 @@ def resolve(sc: Scenario) -> Job:
     if sc.timings is not None:
         job = _timed(job, sc)
     return job
+
+
+def _factory_parts(sc: Scenario, prof: Profile | None, ds: catalog.Dataset | None,
+                   minfo: catalog.ModelInfo | None) -> Any:
+    """Build the user's factories (imports torch) and take parameters, FLOPs, sizes from the real objects."""
+    try:
+        from hsisim.calibrate.factories import scenario_parts
+    except ImportError:
+        key = "model.factory" if sc.model.factory else "dataset.factory"
+        raise HsisimInputError("model.factory / dataset.factory build your PyTorch code: pip install "
+                               "'hsisim[torch]' torch==2.13.0", key=key) from None
+    shape = classes = None
+    if ds is not None:  # a catalog dataset feeding the user's model
+        assert minfo is None and sc.dataset.patch is not None
+        bands = sc.dataset.pca_components or ds.bands
+        shape, classes = (bands, sc.dataset.patch, sc.dataset.patch), ds.classes
+
+    def builtin(shape_: tuple[int, ...], classes_: int) -> catalog.ModelStats:
+        assert minfo is not None
+        return minfo.stats(shape_[0], shape_[1] if len(shape_) > 1 else 1, classes_)
+
+    has_data = prof is not None and any(d.get("dataset_factory") == sc.dataset.factory for d in prof.data.values())
+    return scenario_parts(sc, sc.training.micro_batch, shape, classes, builtin if minfo is not None else None,
+                          measure_data=sc.dataset.factory is not None and not has_data)
 
 
 def _model_bands(sc: Scenario, ds: catalog.Dataset, minfo: catalog.ModelInfo) -> int:

@@ -29,10 +29,12 @@ class _Section(BaseModel):
 
 
 class DatasetSpec(_Section):
-    """Which scene, how patches are cut and where they are read from."""
+    """Which scene, how patches are cut and where they are read from (or the user's own Dataset)."""
 
-    name: str
-    patch: int = Field(ge=1, le=63, description="spatial patch side in pixels")
+    name: str | None = Field(default=None, description="a catalog dataset")
+    factory: str | None = Field(default=None, description="MODULE:CALLABLE or FILE.py:CALLABLE returning a Dataset")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the factory")
+    patch: int | None = Field(default=None, ge=1, le=63, description="spatial patch side in pixels")
     pca_components: int | None = Field(default=None, ge=1, description="bands after PCA, for PCA-input models")
     storage: Literal["in_memory", "memmap", "envi", "hdf5", "zarr", "network_fs"] = "memmap"
     preprocess: Literal["offline", "getitem"] = Field(
@@ -40,13 +42,33 @@ class DatasetSpec(_Section):
     augmentation: Literal["none", "flip_rotate"] = "none"
     train_fraction: float = Field(default=1.0, gt=0, le=1, description="share of labelled pixels used for training")
 
+    @model_validator(mode="after")
+    def _source(self) -> DatasetSpec:
+        if (self.name is None) == (self.factory is None):
+            raise ValueError("give exactly one of 'name' (a catalog dataset) or 'factory' (your Dataset)")
+        if self.name is not None and self.patch is None:
+            raise ValueError("a catalog dataset needs 'patch'")
+        if self.kwargs and self.factory is None:
+            raise ValueError("'kwargs' go with a 'factory'")
+        return self
+
 
 class ModelSpec(_Section):
-    name: str
+    name: str | None = Field(default=None, description="a catalog model")
+    factory: str | None = Field(default=None, description="MODULE:CALLABLE or FILE.py:CALLABLE returning a Module")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the factory")
     precision: Literal["fp32", "tf32", "amp_fp16", "amp_bf16", "fp16", "bf16"] = "fp32"
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     activation_checkpointing: bool = False
     zero_stage: int = Field(default=0, ge=0, le=3)
+
+    @model_validator(mode="after")
+    def _source(self) -> ModelSpec:
+        if (self.name is None) == (self.factory is None):
+            raise ValueError("give exactly one of 'name' (a catalog model) or 'factory' (your module)")
+        if self.kwargs and self.factory is None:
+            raise ValueError("'kwargs' go with a 'factory'")
+        return self
 
 
 class TrainingSpec(_Section):

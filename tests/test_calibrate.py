@@ -117,10 +117,10 @@ def test_fit_line_recovers_a_line_and_clips_a_negative_intercept() -> None:
 
 
 def test_compute_and_checkpoint_probes_on_the_cpu(tmp_path: Path) -> None:
-    res = probes.compute_probe("hybridsn", 15, 9, 16, CPU, [2, 8], reps=3, warmup=1, threads=1)
+    res = probes.compute_probe(probes.builtin_net("hybridsn", 15, 9, 16), CPU, [2, 8], reps=3, warmup=1, threads=1)
     assert res["threads"] == 1 and res["c_s_per_sample"] > 0 and len(res["points"]) == 2
     assert torch.get_num_threads() != 0
-    model, opt, scaler, dtype = probes.make_training("hamida", 20, 3, 5, CPU)
+    model, opt, scaler, dtype = probes.make_training(probes.builtin_net("hamida", 20, 3, 5), CPU)
     probes.training_step(model, opt, torch.randn(2, 20, 3, 3), torch.zeros(2, dtype=torch.long), scaler, dtype)
     ck = probes.checkpoint_probe(model, opt, tmp_path, reps=2)
     assert ck["bytes"] > 4 * param_count(model) and ck["write_bw_bytes_per_s"] > 0
@@ -229,9 +229,10 @@ def test_cuda_without_a_gpu_is_a_clear_error() -> None:
 @needs_cuda
 def test_cuda_compute_memory_and_oom_handling() -> None:
     dev = torch.device("cuda", 0)
-    res = probes.compute_probe("hybridsn", 30, 25, 16, dev, [8, 32], reps=5, warmup=2)
+    net = probes.builtin_net("hybridsn", 30, 25, 16)
+    res = probes.compute_probe(net, dev, [8, 32], reps=5, warmup=2)
     assert res["precision"] == "amp_fp16" and res["c_s_per_sample"] > 0
-    mem = probes.memory_probe("hybridsn", 30, 25, 16, dev, [8, 32], limit=1 << 20)
+    mem = probes.memory_probe(net, dev, [8, 32], limit=1 << 20)
     assert mem["activation_bytes_per_sample"] > 0 and mem["largest_batch"] >= 32
     assert 1.0 <= mem["fragmentation"] < 3.0
 

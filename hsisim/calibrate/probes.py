@@ -15,15 +15,16 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
-from hsisim.calibrate.data import PatchDataset, Preprocess
+from hsisim.calibrate.data import Preprocess
 from hsisim.calibrate.models import build
 
 
@@ -95,30 +96,45 @@ def make_optimizer(model: nn.Module, name: str) -> torch.optim.Optimizer:
     return torch.optim.Adam(model.parameters(), lr=1e-3)
 
 
-def make_training(model_name: str, bands: int, patch: int, classes: int, device: torch.device,
-                  optimizer: str = "adam", amp: bool = True,
+@dataclass(frozen=True)
+class Net:
+    """A model to calibrate: how to build it, the shape of one sample and the number of classes."""
+
+    name: str
+    build: Callable[[], nn.Module]
+    sample_shape: tuple[int, ...]
+    classes: int
+
+    def batch(self, b: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        return (torch.randn(b, *self.sample_shape, device=device),
+                torch.randint(0, self.classes, (b,), device=device))
+
+
+def builtin_net(model_name: str, bands: int, patch: int, classes: int) -> Net:
+    return Net(model_name, functools.partial(build, model_name, bands, patch, classes), (bands, patch, patch), classes)
+
+
+def make_training(net: Net, device: torch.device, optimizer: str = "adam", amp: bool = True,
                   ) -> tuple[nn.Module, torch.optim.Optimizer, Any, torch.dtype | None]:
-    model = build(model_name, bands, patch, classes).to(device)
+    model = net.build().to(device)
     opt = make_optimizer(model, optimizer)
     dtype = amp_dtype(device) if amp else None
     scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
     return model, opt, scaler, dtype
 
 
-def compute_probe(model_name: str, bands: int, patch: int, classes: int, device: torch.device,
-                  batches: list[int], reps: int = 7, warmup: int = 3, threads: int | None = None,
-                  optimizer: str = "adam", amp: bool = True) -> dict[str, Any]:
+def compute_probe(net: Net, device: torch.device, batches: list[int], reps: int = 7, warmup: int = 3,
+                  threads: int | None = None, optimizer: str = "adam", amp: bool = True) -> dict[str, Any]:
     """t(b) = a + c·b for one training step over micro-batch sizes; R² and the step-to-step cv."""
     old = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        model, opt, scaler, dtype = make_training(model_name, bands, patch, classes, device, optimizer, amp)
+        model, opt, scaler, dtype = make_training(net, device, optimizer, amp)
         timer = Timer(device)
         points: list[dict[str, Any]] = []
         for b in batches:
-            x = torch.randn(b, bands, patch, patch, device=device)
-            y = torch.randint(0, classes, (b,), device=device)
+            x, y = net.batch(b, device)
             ts = timer(functools.partial(training_step, model, opt, x, y, scaler, dtype), reps, warmup)
             med = statistics.median(ts)
             mad = statistics.median(abs(t - med) for t in ts)
@@ -132,18 +148,16 @@ def compute_probe(model_name: str, bands: int, patch: int, classes: int, device:
             "precision": "amp_fp16" if dtype == torch.float16 else "fp32", "points": points}
 
 
-def memory_probe(model_name: str, bands: int, patch: int, classes: int, device: torch.device,
-                 batches: list[int], limit: int = 1 << 16) -> dict[str, Any]:
+def memory_probe(net: Net, device: torch.device, batches: list[int], limit: int = 1 << 16) -> dict[str, Any]:
     """CUDA only: peak allocated/reserved per batch, activation bytes per sample, the largest batch that fits."""
-    model, opt, scaler, dtype = make_training(model_name, bands, patch, classes, device)
+    model, opt, scaler, dtype = make_training(net, device)
     rows = []
 
     def attempt(b: int) -> tuple[int, int] | None:
         try:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
-            x = torch.randn(b, bands, patch, patch, device=device)
-            y = torch.randint(0, classes, (b,), device=device)
+            x, y = net.batch(b, device)
             training_step(model, opt, x, y, scaler, dtype)
             torch.cuda.synchronize(device)
             return torch.cuda.max_memory_allocated(device), torch.cuda.max_memory_reserved(device)
@@ -176,11 +190,11 @@ def memory_probe(model_name: str, bands: int, patch: int, classes: int, device: 
             "total_bytes": torch.cuda.get_device_properties(device).total_memory}
 
 
-def data_probe(ds: PatchDataset, batch: int, workers: list[int], pin_memory: bool, samples: int = 400,
+def data_probe(ds: Dataset, batch: int, workers: list[int], pin_memory: bool, samples: int = 400,
                batches: int = 12) -> dict[str, Any]:
     """Per-sample __getitem__ cost and spread, the in-process batch build t(b) = a + c·b, throughput vs workers."""
     rng = np.random.default_rng(0)
-    idx = rng.integers(0, len(ds), samples)
+    idx = rng.integers(0, len(ds), samples)  # type: ignore[arg-type]
     for i in idx[:20]:
         ds[int(i)]
     each = []
@@ -331,14 +345,11 @@ class PairedProbe:
     a run measured between the rounds alike.
     """
 
-    def __init__(self, model_name: str, bands: int, patch: int, classes: int, device: torch.device,
-                 ds: PatchDataset, batches: list[int], optimizer: str = "adam", amp: bool = True,
-                 handover: bool = False) -> None:
+    def __init__(self, net: Net, device: torch.device, ds: Dataset, batches: list[int],
+                 optimizer: str = "adam", amp: bool = True, handover: bool = False) -> None:
         self.device, self.batches = device, batches
-        self.model, self.opt, self.scaler, self.dtype = make_training(model_name, bands, patch, classes, device,
-                                                                      optimizer, amp)
-        self.inputs = {b: (torch.randn(b, bands, patch, patch, device=device),
-                           torch.randint(0, classes, (b,), device=device)) for b in batches}
+        self.model, self.opt, self.scaler, self.dtype = make_training(net, device, optimizer, amp)
+        self.inputs = {b: net.batch(b, device) for b in batches}
         self.loaders = {b: iter(_forever(DataLoader(ds, batch_size=b, shuffle=True, num_workers=0, drop_last=True)))
                         for b in batches}
         self.build: dict[int, list[float]] = {b: [] for b in batches}
@@ -393,7 +404,7 @@ def _forever(loader: DataLoader) -> Any:
         yield from loader
 
 
-def handover_probe(ds: PatchDataset, batches: list[int], fetches: int = 20, work_s: float = 0.02) -> dict[str, Any]:
+def handover_probe(ds: Dataset, batches: list[int], fetches: int = 20, work_s: float = 0.02) -> dict[str, Any]:
     """What ``next()`` costs the training process for a batch a worker has already finished.
 
     Between fetches the process stays busy (``work_s`` of arithmetic, as training would), so the

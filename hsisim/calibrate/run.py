@@ -168,10 +168,18 @@ def dataset_for(sc_data: dict[str, Any], w: Workload, mode: str, repeats: int = 
 
 def calibrate(*, device: str, model: str, dataset: str, out: Path, quick: bool = False, patch: int | None = None,
               pca: int | None = None, batch: int = 64, world_size: int = 1, checkpoint_dir: Path | None = None,
-              fmt: str = "npy", log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run every probe and write the profile to ``out``; returns the profile."""
+              fmt: str = "npy", log: Callable[[str], None] | None = None, model_factory: str | None = None,
+              dataset_factory: str | None = None, factory_kwargs: str | dict[str, Any] | None = None
+              ) -> dict[str, Any]:
+    """Run every probe and write the profile to ``out``; returns the profile.
+
+    With ``model_factory`` and ``dataset_factory`` the probes measure the user's own module and
+    ``Dataset`` (its real ``__getitem__`` and collate) instead of a built-in model and cube.
+    """
     dev = parse_device(device)
-    w = workload(model, dataset, patch, pca)
+    if (model_factory is None) != (dataset_factory is None):
+        raise HsisimInputError("give --model-factory and --dataset-factory together (the model's input is the "
+                               "dataset's sample)")
     if batch < 1:
         raise HsisimInputError(f"--batch must be positive, got {batch}")
     if world_size < 1 or (dev.type == "cuda" and world_size > torch.cuda.device_count()):
@@ -185,37 +193,62 @@ def calibrate(*, device: str, model: str, dataset: str, out: Path, quick: bool =
                                "device": {"kind": dev.type, "name": None, "catalog_gpu": catalog_gpu_for(dev),
                                           "cores": cores}}
     profile["device"]["name"] = profile["fingerprint"]["device"]
-    built = MODELS[w.model](w.bands, w.patch, w.classes)
-    profile["model"] = {"name": w.model, "bands": w.bands, "patch": w.patch, "classes": w.classes,
-                        "params": param_count(built), "fwd_flops": forward_flops(built, w.bands, w.patch)}
+    user_ds = None
+    if model_factory is not None and dataset_factory is not None:
+        from hsisim.calibrate import factories as fx
+
+        mf = fx.load_factory(model_factory, "--model-factory")
+        df = fx.load_factory(dataset_factory, "--dataset-factory")
+        mk, dk, flat = fx.split_kwargs(factory_kwargs)
+        user_ds, shape = fx.make_dataset(df, dk, flat)
+        net = fx.make_net(mf, mk, shape, flat)
+        stats = fx.module_stats(net.build(), shape)
+        profile["model"] = {"name": mf.spec, "sample_shape": list(shape), "classes": net.classes, **stats}
+        profile["factories"] = {"model": mf.record(), "dataset": df.record(), "kwargs": {"model": mk, "dataset": dk}}
+        fwd = stats["fwd_flops"]
+    else:
+        w = workload(model, dataset, patch, pca)
+        net = probes.builtin_net(w.model, w.bands, w.patch, w.classes)
+        built = net.build()
+        fwd = forward_flops(built, w.bands, w.patch)
+        profile["model"] = {"name": w.model, "bands": w.bands, "patch": w.patch, "classes": w.classes,
+                            "params": param_count(built), "fwd_flops": fwd}
     # compute: micro-batch sweep; on the CPU once per training-thread count a loader can leave
-    batches = _batches(w, dev, batch, quick)
-    say(f"compute probe: {w.model}, batches {batches}")
+    batches = _batches(fwd, dev, batch, quick)
+    say(f"compute probe: {net.name}, batches {batches}")
     if dev.type == "cpu":
         counts = sorted({1, cores}) if quick else list(range(1, cores + 1))
-        by = {str(t): probes.compute_probe(w.model, w.bands, w.patch, w.classes, dev, batches, threads=t,
+        by = {str(t): probes.compute_probe(net, dev, batches, threads=t,
                                            reps=5 if quick else 7, warmup=2 if quick else 3) for t in counts}
         profile["compute"] = {"by_threads": by}
     else:
-        profile["compute"] = probes.compute_probe(w.model, w.bands, w.patch, w.classes, dev, batches)
+        profile["compute"] = probes.compute_probe(net, dev, batches)
         say("memory probe")
-        profile["memory"] = probes.memory_probe(w.model, w.bands, w.patch, w.classes, dev, batches)
-    # data pipeline over a real on-disk cube, both preprocessing modes
+        profile["memory"] = probes.memory_probe(net, dev, batches)
     workers = [0, 1] if quick else sorted({0, 1, 2, min(4, cores)})
-    with scene(w, fmt) as s:
-        modes = {}
-        for mode in ("getitem", "offline"):
-            say(f"data probe: preprocess {mode}, workers {workers}")
-            ds = dataset_for(s, w, mode)
-            d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda", samples=200 if quick else 600)
-            d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}), fetches=10 if quick else 20)
-            modes[mode] = {"patch": w.patch, "out_bands": w.bands, **d}
-        profile["data"] = {"dataset": w.dataset, "cube_shape": s["shape"], "cube_format": s["format"],
-                           "layout": s["layout"], "batch": batch, "modes": modes}
+    hand_batches = sorted({max(1, batch // 4), batch})
+    if user_ds is not None:  # the user's own __getitem__ and collate
+        say(f"data probe: {dataset_factory}, workers {workers}")
+        d = probes.data_probe(user_ds, batch, workers, pin_memory=dev.type == "cuda", samples=100 if quick else 300)
+        d["handover"] = probes.handover_probe(user_ds, hand_batches, fetches=10 if quick else 20)
+        profile["data"] = {"dataset": dataset_factory, "batch": batch,
+                           "modes": {"factory": {"dataset_factory": dataset_factory,
+                                                 "sample_shape": list(net.sample_shape), **d}}}
+    else:  # a real on-disk cube, both preprocessing modes
+        with scene(w, fmt) as s:
+            modes = {}
+            for mode in ("getitem", "offline"):
+                say(f"data probe: preprocess {mode}, workers {workers}")
+                ds = dataset_for(s, w, mode)
+                d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda",
+                                      samples=200 if quick else 600)
+                d["handover"] = probes.handover_probe(ds, hand_batches, fetches=10 if quick else 20)
+                modes[mode] = {"patch": w.patch, "out_bands": w.bands, **d}
+            profile["data"] = {"dataset": w.dataset, "cube_shape": s["shape"], "cube_format": s["format"],
+                               "layout": s["layout"], "batch": batch, "modes": modes}
     say("checkpoint probe")
-    m, opt, scaler, dtype = probes.make_training(w.model, w.bands, w.patch, w.classes, dev)
-    x = torch.randn(2, w.bands, w.patch, w.patch, device=dev)
-    probes.training_step(m, opt, x, torch.zeros(2, dtype=torch.long, device=dev), scaler, dtype)  # Adam state
+    m, opt, scaler, dtype = probes.make_training(net, dev)
+    probes.training_step(m, opt, *net.batch(2, dev), scaler, dtype)  # Adam state exists
     profile["checkpoint"] = probes.checkpoint_probe(m, opt, checkpoint_dir)
     if world_size > 1:
         say(f"collective probe: {world_size} processes")
@@ -226,12 +259,11 @@ def calibrate(*, device: str, model: str, dataset: str, out: Path, quick: bool =
     return profile
 
 
-def _batches(w: Workload, dev: torch.device, batch: int, quick: bool) -> list[int]:
+def _batches(fwd_flops: float, dev: torch.device, batch: int, quick: bool) -> list[int]:
     """Micro-batch sizes to sweep: powers of two up to ``batch``, fewer and smaller on a slow CPU."""
     top = batch
-    if dev.type == "cpu":  # keep a step under ~1 s: estimate from the catalog's FLOPs at ~20 GFLOP/s
-        info = catalog.model(w.model)
-        flops = 3 * info.stats(w.bands, w.patch, w.classes).fwd_flops
+    if dev.type == "cpu":  # keep a step under ~1 s: estimate from the forward FLOPs at ~20 GFLOP/s
+        flops = 3 * max(fwd_flops, 1.0)
         top = int(max(2, min(batch, 2 ** np.floor(np.log2(max(2.0, 20e9 / flops))))))
     sizes = [b for b in (2**k for k in range(0, 12)) if b <= top]
     if quick:

@@ -16,18 +16,21 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 from hsisim import catalog
 from hsisim.analytic import collectives
 from hsisim.calibrate import probes
-from hsisim.calibrate.models import build, param_count
-from hsisim.calibrate.run import catalog_gpu_for, dataset_for, parse_device, scene, workload
+from hsisim.calibrate.models import param_count
+from hsisim.calibrate.run import Workload, catalog_gpu_for, dataset_for, parse_device, scene, workload
 from hsisim.errors import HsisimInputError
 from hsisim.montecarlo.store import atomic_write
 from hsisim.profile import FORMAT
@@ -59,23 +62,86 @@ def local_instance(dev: torch.device, world: int) -> str:
     raise HsisimInputError(f"no catalog instance with {world} × {gpu} for the validation run")
 
 
+@dataclass
+class Trainable:
+    """What a validation trains: the model (built-in or the user's factory) and its Dataset."""
+
+    net: probes.Net
+    dataset: Dataset
+    mode: str  # the profile's data key: getitem / offline / factory
+    model: dict[str, Any]
+
+
+@contextmanager
+def trainable(sc: Scenario) -> Iterator[Trainable]:
+    """The scenario's model and data, for real (a temporary cube for a catalog dataset)."""
+    aug = sc.dataset.augmentation != "none"
+    if sc.dataset.factory is not None:
+        from hsisim.calibrate import factories as fx
+
+        ds, shape = fx.make_dataset(fx.load_factory(sc.dataset.factory, "dataset.factory"), dict(sc.dataset.kwargs))
+        net = _net(sc, shape, int(getattr(ds, "classes", 0) or getattr(ds, "num_classes", 0) or 0))
+        yield Trainable(net, ds, "factory", _describe(net))
+        return
+    assert sc.dataset.name is not None and sc.dataset.patch is not None
+    if sc.model.name is not None:
+        w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
+    else:
+        info = catalog.dataset(sc.dataset.name)
+        k = sc.dataset.pca_components
+        w = Workload(str(sc.model.factory), sc.dataset.name, sc.dataset.patch, k or info.bands, info.bands,
+                     info.classes, k)
+    with scene(w) as s:
+        ds = dataset_for(s, w, sc.dataset.preprocess, sc.training.repeats, aug)
+        net = _net(sc, (w.bands, w.patch, w.patch), w.classes)
+        model = _describe(net)
+        model.update({"bands": w.bands, "patch": w.patch})
+        yield Trainable(net, ds, sc.dataset.preprocess, model)
+
+
+def _net(sc: Scenario, shape: tuple[int, ...], classes: int) -> probes.Net:
+    if sc.model.factory is not None:
+        from hsisim.calibrate import factories as fx
+
+        return fx.make_net(fx.load_factory(sc.model.factory, "model.factory"), dict(sc.model.kwargs), shape)
+    assert sc.model.name is not None
+    if not classes:
+        raise HsisimInputError("a catalog model on a dataset factory needs the class count: give the Dataset a "
+                               "'classes' or 'num_classes' attribute", key="dataset.factory")
+    return probes.builtin_net(sc.model.name, shape[0], shape[1], classes)
+
+
+def _describe(net: probes.Net) -> dict[str, Any]:
+    model = net.build()
+    return {"name": net.name, "sample_shape": list(net.sample_shape), "classes": net.classes,
+            "params": param_count(model), "fwd_flops": float(forward_flops_of(model, net.sample_shape))}
+
+
+def forward_flops_of(model: torch.nn.Module, shape: tuple[int, ...]) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model.eval()
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(torch.zeros(1, *shape))
+    model.train()
+    return int(counter.get_total_flops())
+
+
 class Run:
     """The real training run: the scenario's model, loader and optimizer, stepped in segments."""
 
-    def __init__(self, sc: Scenario, dev: torch.device, threads: int, s: dict[str, Any], rank: int = 0,
+    def __init__(self, sc: Scenario, dev: torch.device, threads: int, t: Trainable, rank: int = 0,
                  world: int = 1) -> None:
-        w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
         self.dev, self.threads = dev, threads
         torch.manual_seed(rank)
         amp = sc.model.precision.startswith("amp") or sc.model.precision in ("fp16", "bf16")
-        model, self.opt, self.scaler, self.dtype = probes.make_training(w.model, w.bands, w.patch, w.classes, dev,
-                                                                        sc.model.optimizer, amp)
+        model, self.opt, self.scaler, self.dtype = probes.make_training(t.net, dev, sc.model.optimizer, amp)
         if world > 1:
             from torch.nn.parallel import DistributedDataParallel
 
             model = DistributedDataParallel(model)
         self.model = model
-        ds = dataset_for(s, w, sc.dataset.preprocess, sc.training.repeats, sc.dataset.augmentation != "none")
+        ds = t.dataset
         ld = sc.loader
         self.loader = DataLoader(ds, batch_size=sc.training.micro_batch, shuffle=True, num_workers=ld.num_workers,
                                  prefetch_factor=ld.prefetch_factor if ld.num_workers else None,
@@ -130,12 +196,11 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
     dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
     try:
-        w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
-        with scene(w) as s:
+        with trainable(sc) as t:
             # the probe runs in every process at once: compute and builds under the same sharing of
             # cores and memory bandwidth as the distributed run (the probe itself does not communicate)
-            probe = _paired(sc, dev, s) if probe_too else None
-            run = Run(sc, dev, threads, s, rank, world)
+            probe = _paired(sc, dev, t) if probe_too else None
+            run = Run(sc, dev, threads, t, rank, world)
             seg_warmup = sc.loader.num_workers * sc.loader.prefetch_factor + 1
             for r, n in enumerate(segments(steps, rounds)):
                 if probe is not None:
@@ -146,15 +211,15 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
             res: dict[str, Any] = run.result()
             run.close()
             fits = probe.fits() if probe is not None else None
+            grad_bytes = 4 * int(t.model["params"])
         # the all-reduce probe (message sizes around, not at, the gradient's) and the gradient's own
         # all-reduce, alternated in the same processes
-        grad_bytes = 4 * param_count(build(w.model, w.bands, w.patch, w.classes))
         sizes = [2**k for k in range(14, 25, 2) if not 0.5 < 2**k / grad_bytes < 2]
         sweep: dict[int, list[float]] = {n: [] for n in sizes}
         grad_ts: list[float] = []
         for _ in range(3):
-            for n, t in probes.time_allreduce(sizes, 5, dev):
-                sweep[n].append(t)
+            for n, secs in probes.time_allreduce(sizes, 5, dev):
+                sweep[n].append(secs)
             grad_ts.append(probes.time_allreduce([grad_bytes], 5, dev)[0][1])
         res["allreduce_s"] = statistics.median(grad_ts)
         coll = probes.fit_allreduce([(n, statistics.median(ts)) for n, ts in sweep.items()], world,
@@ -169,38 +234,36 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
         dist.destroy_process_group()
 
 
-def _profile(sc: Scenario, dev: torch.device, threads: int, fits: Any, s: dict[str, Any],
+def _profile(sc: Scenario, dev: torch.device, threads: int, fits: Any, t: Trainable,
              collectives: dict[str, Any] | None) -> dict[str, Any]:
-    w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
     comp, build_fit, handover = fits
-    ds = dataset_for(s, w, sc.dataset.preprocess, sc.training.repeats, sc.dataset.augmentation != "none")
-    each = probes.data_probe(ds, sc.training.micro_batch, [], pin_memory=False, samples=300, batches=3)
+    each = probes.data_probe(t.dataset, sc.training.micro_batch, [], pin_memory=False, samples=300, batches=3)
+    data: dict[str, Any] = {"batch_build": build_fit, "per_sample_s": each["per_sample_s"],
+                            "per_sample_cv": each["per_sample_cv"]}
+    if t.mode == "factory":
+        data["dataset_factory"] = sc.dataset.factory
+    else:
+        data.update({"patch": t.model["patch"], "out_bands": t.model["bands"]})
     prof: dict[str, Any] = {
         "format": FORMAT, "source": "measured", "method": "paired probe: batch builds alternating with training "
         "steps on a fixed batch, each timed alone (per-sample costs under load), in every training process at once",
         "device": {"kind": dev.type, "catalog_gpu": catalog_gpu_for(dev), "cores": os.cpu_count()},
-        "model": {"name": w.model, "bands": w.bands, "patch": w.patch, "classes": w.classes,
-                  "params": param_count(build(w.model, w.bands, w.patch, w.classes))},
+        "model": t.model,
         "compute": {"by_threads": {str(threads): comp}} if dev.type == "cpu" else comp,
-        "data": {"modes": {sc.dataset.preprocess: {"patch": w.patch, "out_bands": w.bands, "batch_build": build_fit,
-                                                   "per_sample_s": each["per_sample_s"],
-                                                   "per_sample_cv": each["per_sample_cv"]}}},
+        "data": {"modes": {t.mode: data}},
     }
     if handover is not None:
-        prof["data"]["modes"][sc.dataset.preprocess]["handover"] = handover
+        prof["data"]["modes"][t.mode]["handover"] = handover
     if collectives is not None:
         prof["collectives"] = collectives
     return prof
 
 
-def _paired(sc: Scenario, dev: torch.device, s: dict[str, Any]) -> probes.PairedProbe:
-    w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
+def _paired(sc: Scenario, dev: torch.device, t: Trainable) -> probes.PairedProbe:
     b = sc.training.micro_batch
     amp = sc.model.precision.startswith("amp") or sc.model.precision in ("fp16", "bf16")
-    ds = dataset_for(s, w, sc.dataset.preprocess, sc.training.repeats, sc.dataset.augmentation != "none")
-    return probes.PairedProbe(w.model, w.bands, w.patch, w.classes, dev, ds,
-                              sorted({max(1, b // 4), max(1, b // 2), b}), sc.model.optimizer, amp,
-                              handover=sc.loader.num_workers > 0)
+    return probes.PairedProbe(t.net, dev, t.dataset, sorted({max(1, b // 4), max(1, b // 2), b}), sc.model.optimizer,
+                              amp, handover=sc.loader.num_workers > 0)
 
 
 def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, profile: Path, steps: int
@@ -224,14 +287,9 @@ def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, prof
         coll = json.loads(Path(profile).read_text()).get("collectives") or {}
         alpha = coll.get("alpha_per_hop_s", link.latency_s)
         bw = coll.get("bus_bw_bytes_per_s", link.effective_bytes_per_s)
-        grad_bytes = 4.0 * json.loads(Path(profile).read_text())["model"].get("params", 0) or _params(sc)
+        grad_bytes = 4.0 * json.loads(Path(profile).read_text())["model"]["params"]
         pred["allreduce_s"] = collectives.ring_allreduce(grad_bytes, world, alpha, bw)
     return pred, list(job.notes)
-
-
-def _params(sc: Scenario) -> float:
-    w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
-    return 4.0 * catalog.model(w.model).stats(w.bands, w.patch, w.classes).params
 
 
 def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, warmup: int | None = None,
@@ -243,16 +301,14 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
     if world_size not in (1, 2):
         raise HsisimInputError(f"--world-size must be 1 or 2, got {world_size}")
     sc = load_scenario(scenario, sets)
-    workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
     say = log or (lambda m: None)
     cores = os.cpu_count() or 1
     threads = training_threads(cores, world_size, sc.loader.num_workers) if dev.type == "cpu" else 1
     wu = warmup if warmup is not None else max(5, sc.loader.num_workers * sc.loader.prefetch_factor + 2)
-    w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
     seg_warmup = sc.loader.num_workers * sc.loader.prefetch_factor + 1
-    with tempfile.TemporaryDirectory(prefix="hsisim-validate-") as d, scene(w) as s:
+    with tempfile.TemporaryDirectory(prefix="hsisim-validate-") as d, trainable(sc) as t:
         prof_path = profile
-        probe = _paired(sc, dev, s) if profile is None and world_size == 1 else None
+        probe = _paired(sc, dev, t) if profile is None and world_size == 1 else None
         fits: Any = None
         coll: dict[str, Any] | None = None
         say(f"training {wu} + {steps} steps for real" + ("" if profile is not None else
@@ -261,7 +317,7 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
         torch.set_num_threads(threads)
         try:
             if world_size == 1:
-                run = Run(sc, dev, threads, s)
+                run = Run(sc, dev, threads, t)
                 for r, n in enumerate(segments(steps, rounds)):
                     if probe is not None:
                         probe.round()
@@ -281,7 +337,7 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
                 measured, fits, coll = got["measured"], got["fits"], got["collectives"]
             if profile is None:
                 prof_path = Path(d) / "profile.json"
-                prof = _profile(sc, dev, threads, fits, s, coll)
+                prof = _profile(sc, dev, threads, fits, t, coll)
                 atomic_write(prof_path, lambda p: Path(p).write_text(json.dumps(prof, indent=2)))
         finally:
             torch.set_num_threads(old)
@@ -294,6 +350,6 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
     return {"scenario": sc.name, "device": str(dev), "world_size": world_size, "threads": threads,
             "steps": steps, "warmup": wu, "measured": measured, "predicted": predicted, "error_pct": errors,
             "error_points": points, "notes": notes,
-            "config": {"model": sc.model.name, "micro_batch": sc.training.micro_batch,
+            "config": {"model": sc.model.name or sc.model.factory, "micro_batch": sc.training.micro_batch,
                        "num_workers": sc.loader.num_workers, "preprocess": sc.dataset.preprocess,
                        "patch": sc.dataset.patch, "bands": sc.dataset.pca_components}}

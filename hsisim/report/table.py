@@ -177,9 +177,13 @@ def _minutes(m: float) -> str:
 def print_profile(prof: dict[str, Any], console: Console) -> None:
     """What a calibration measured."""
     fp, m = prof["fingerprint"], prof["model"]
+    shape = "×".join(str(d) for d in m.get("sample_shape") or (m["bands"], m["patch"], m["patch"]))
     console.print(f"[bold]{fp['device']}[/bold] ({prof['device']['kind']}, catalog: {prof['device']['catalog_gpu']}),"
-                  f" torch {fp['torch']}, {fp['cores']} cores; {m['name']} {m['bands']}×{m['patch']}×{m['patch']}: "
+                  f" torch {fp['torch']}, {fp['cores']} cores; {m['name']} {shape}: "
                   f"{m['params']:,} parameters, {m['fwd_flops'] / 1e6:,.1f} MFLOP forward per sample")
+    for role, f in (prof.get("factories") or {}).items():
+        if role in ("model", "dataset"):
+            console.print(f"{role} factory {f['factory']} ({f['file']}, sha256 {str(f['sha256'])[:12]}…)")
     t = Table(title="Compute: one training step t(b) = a + c·b")
     for col in ("threads", "a (fixed)", "c (per sample)", "R²", "cv", "batches"):
         t.add_column(col, justify="right")
@@ -192,7 +196,7 @@ def print_profile(prof: dict[str, Any], console: Console) -> None:
         mem = prof["memory"]
         console.print(f"memory: {mem['activation_bytes_per_sample'] / 2**20:.1f} MiB activations per sample, "
                       f"fragmentation {mem['fragmentation']:.2f}, largest batch {mem['largest_batch']:,}")
-    d = Table(title=f"Data pipeline ({prof['data']['dataset']}, {prof['data']['layout']}, "
+    d = Table(title=f"Data pipeline ({prof['data']['dataset']}, {prof['data'].get('layout', 'your Dataset')}, "
                     f"batch {prof['data']['batch']})")
     for col in ("preprocess", "per sample", "cv", "batch build", "samples/s by workers"):
         d.add_column(col, justify="right")
