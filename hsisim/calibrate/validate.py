@@ -214,7 +214,7 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
             grad_bytes = 4 * int(t.model["params"])
         # the all-reduce probe (message sizes around, not at, the gradient's) and the gradient's own
         # all-reduce, alternated in the same processes
-        sizes = [2**k for k in range(14, 25, 2) if not 0.5 < 2**k / grad_bytes < 2]
+        sizes = [2**k for k in range(14, 25) if not 0.8 < 2**k / grad_bytes < 1.25]
         sweep: dict[int, list[float]] = {n: [] for n in sizes}
         grad_ts: list[float] = []
         for _ in range(3):
@@ -331,8 +331,13 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
                 import torch.multiprocessing as mp
 
                 out = str(Path(d) / "measured.json")
-                mp.spawn(_ddp_worker, args=(world_size, probes._free_port(), str(scenario), sets, device, steps, wu,
-                                            threads, rounds, profile is None, out), nprocs=world_size, join=True)
+                try:
+                    mp.spawn(_ddp_worker, args=(world_size, probes._free_port(), str(scenario), sets, device, steps,
+                                                wu, threads, rounds, profile is None, out), nprocs=world_size,
+                             join=True)
+                except mp.ProcessRaisedException as exc:  # a rank failed: its last line says why
+                    last = [ln for ln in str(exc).strip().splitlines() if ln.strip()][-1]
+                    raise HsisimInputError(f"a validation process failed: {last}") from None
                 got = json.loads(Path(out).read_text())
                 measured, fits, coll = got["measured"], got["fits"], got["collectives"]
             if profile is None:
