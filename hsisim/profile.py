@@ -89,7 +89,9 @@ def load_profile(path: str | Path) -> Profile:
         return Profile(str(p), str(raw.get("source", "measured")), str(dev.get("kind", "cuda")),
                        dev.get("catalog_gpu"), int(dev["cores"]) if dev.get("cores") else None, compute, data,
                        {k: float(ck[k]) for k in ("write_bw_bytes_per_s", "read_bw_bytes_per_s")} if ck else None,
-                       {k: float(coll[k]) for k in ("alpha_per_hop_s", "bus_bw_bytes_per_s")} if coll else None,
+                       {"alpha_per_hop_s": float(coll["alpha_per_hop_s"]),
+                        "bus_bw_bytes_per_s": float(coll["bus_bw_bytes_per_s"]),
+                        "cv": float(coll.get("cv", 0.0))} if coll else None,
                        dict(raw.get("model", {})), raw)
     except (ValueError, KeyError, TypeError) as exc:
         raise HsisimInputError(f"calibration profile {p} is not a valid profile: {exc}", key="calibration") from None

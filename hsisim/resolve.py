@@ -47,6 +47,7 @@ class Job:
     comm_total_s: float
     timed: bool = False  # step components given by `timings`, not modelled
     handover_s: float = 0.0  # training process receiving a worker's batch, on its critical path (CPU device)
+    comm_cv: float = 0.0  # step-to-step spread of the exposed all-reduce (measured; 0 = constant)
     # run level
     ckpt_bytes: float = 0.0
     ckpt_write_s: float = 0.0
@@ -123,8 +124,10 @@ def resolve(sc: Scenario) -> Job:
 
     intra, net = catalog.link(inst.intra), catalog.link(inst.network)
     intra_alpha, intra_bw = intra.latency_s, intra.effective_bytes_per_s
+    comm_cv = 0.0
     if prof is not None and prof.collectives and prof.catalog_gpu == gpu.name and sc.cluster.nodes == 1:
         intra_alpha, intra_bw = prof.collectives["alpha_per_hop_s"], prof.collectives["bus_bw_bytes_per_s"]
+        comm_cv = prof.collectives.get("cv", 0.0)
         notes.append(f"all-reduce between the processes of this machine from the profile's probe: α "
                      f"{intra_alpha * 1e6:.0f} us per hop, {intra_bw / 1e9:.2f} GB/s bus bandwidth")
     topo = collectives.Topology(sc.cluster.nodes, inst.gpus, intra_alpha, intra_bw,
@@ -216,7 +219,7 @@ def resolve(sc: Scenario) -> Job:
         batch_build_s=build, batch_build_cv=build_cv, h2d_s=h2d, handover_s=handover,
         num_workers=sc.loader.num_workers, prefetch_factor=sc.loader.prefetch_factor,
         persistent_workers=sc.loader.persistent_workers, worker_start_s=cpu.worker_start_s,
-        comm_exposed_s=comm_exposed, comm_total_s=comm_total,
+        comm_exposed_s=comm_exposed, comm_total_s=comm_total, comm_cv=comm_cv if world > 1 else 0.0,
         ckpt_bytes=cbytes, ckpt_write_s=write, ckpt_snapshot_s=snapshot, ckpt_restore_s=restore,
         oom_retry_s=retries * cost.time(tr.micro_batch) / 3.0,
         price_usd_per_node_hour=price, on_demand_usd_per_node_hour=on_demand, notes=tuple(notes))

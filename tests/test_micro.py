@@ -144,3 +144,16 @@ def test_same_seed_same_trace() -> None:
     a = MicroSim(job, np.random.default_rng(5)).run(100).duration
     b = MicroSim(job, np.random.default_rng(5)).run(100).duration
     assert np.array_equal(a, b)
+
+
+def test_random_all_reduce_keeps_its_mean_and_spread() -> None:
+    # a measured heavy-tailed all-reduce (comm_cv): gamma draws with the fitted mean, on the critical path
+    job = make_job(comm_exposed_s=0.1, comm_total_s=0.1, comm_cv=0.5)
+    tr = MicroSim(job, np.random.default_rng(3), start_workers=False).run(4000)
+    n = len(tr.comm)
+    assert abs(tr.comm.mean() - 0.1) <= 3.29 * tr.comm.std(ddof=1) / np.sqrt(n)
+    assert 0.45 <= tr.comm.std(ddof=1) / tr.comm.mean() <= 0.55
+    np.testing.assert_allclose(tr.duration, tr.compute + tr.data + tr.comm + tr.stall, rtol=1e-9, atol=1e-12)
+    fixed = MicroSim(make_job(comm_exposed_s=0.1, comm_total_s=0.1), np.random.default_rng(3),
+                     start_workers=False).run(100)
+    assert np.all(fixed.comm == 0.1)

@@ -263,7 +263,9 @@ def _free_port() -> int:
 
 
 def time_allreduce(sizes: list[int], reps: int, dev: torch.device, busy_s: float = 0.005) -> list[tuple[int, float]]:
-    """Median all-reduce seconds per message size, in an initialised process group (every rank calls it).
+    """Mean all-reduce seconds per message size, in an initialised process group (every rank calls it).
+
+    Means, not medians: on a shared host the all-reduce has a heavy tail, and the step time feels it.
 
     Each timed all-reduce follows ``busy_s`` of arithmetic on every rank, as DDP's follows the backward
     pass: the transport's threads have gone to sleep and must be woken, which on a CPU host costs
@@ -290,17 +292,17 @@ def time_allreduce(sizes: list[int], reps: int, dev: torch.device, busy_s: float
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             ts.append(time.perf_counter() - t0)
-        rows.append((n, statistics.median(ts)))
+        rows.append((n, statistics.fmean(ts)))
     return rows
 
 
-def fit_allreduce(rows: list[tuple[int, float]], world: int, backend: str) -> dict[str, Any]:
-    """t = α + (2(p−1)/p)·S/B (ring); α per hop = α / (2(p−1))."""
+def fit_allreduce(rows: list[tuple[int, float]], world: int, backend: str, cv: float = 0.0) -> dict[str, Any]:
+    """t = α + (2(p−1)/p)·S/B (ring) over mean times; α per hop = α / (2(p−1)); ``cv`` the spread of one."""
     factor = 2 * (world - 1) / world
     a, inv_bw, r2 = fit_line([factor * n for n, _ in rows], [t for _, t in rows])
     return {"backend": backend, "world_size": world, "alpha_s": a, "alpha_per_hop_s": a / (2 * (world - 1)),
-            "bus_bw_bytes_per_s": 1 / inv_bw if inv_bw > 0 else math.inf, "r2": r2,
-            "points": [{"bytes": n, "median_s": t} for n, t in rows]}
+            "bus_bw_bytes_per_s": 1 / inv_bw if inv_bw > 0 else math.inf, "r2": r2, "cv": cv,
+            "points": [{"bytes": n, "mean_s": t} for n, t in rows]}
 
 
 def _allreduce_worker(rank: int, world: int, port: int, backend: str, sizes: list[int], reps: int,
@@ -390,11 +392,11 @@ class PairedProbe:
                 continue
             pts = [{"batch": b, "median_s": statistics.median(ts), "n": len(ts)} for b, ts in table.items()]
             a, c, r2 = fit_line([p["batch"] for p in pts], [p["median_s"] for p in pts])
-            cvs = []
-            for ts in table.values():
-                med = statistics.median(ts)
-                cvs.append(1.4826 * statistics.median(abs(t - med) for t in ts) / med if med > 0 else 0.0)
-            out.append({"a_s": a, "c_s_per_sample": c, "r2": r2, "cv": statistics.median(cvs), "points": pts})
+            # the spread as the ranks feel it at a barrier: the standard deviation, tails included (a robust
+            # spread would hide the shared machine's stalls that make one rank wait for another)
+            cvs = [statistics.stdev(ts) / statistics.fmean(ts) for ts in table.values() if len(ts) > 1]
+            out.append({"a_s": a, "c_s_per_sample": c, "r2": r2, "cv": statistics.median(cvs) if cvs else 0.0,
+                        "points": pts})
         assert out[0] is not None and out[1] is not None
         return out[0], out[1], out[2]
 

@@ -36,6 +36,7 @@ from hsisim.montecarlo.store import atomic_write
 from hsisim.profile import FORMAT
 from hsisim.resolve import resolve
 from hsisim.scenario import Scenario, load_scenario
+from hsisim.sim.micro import MicroSim
 from hsisim.sim.stepmodel import estimate
 
 
@@ -217,13 +218,17 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
         sizes = [2**k for k in range(14, 25) if not 0.8 < 2**k / grad_bytes < 1.25]
         sweep: dict[int, list[float]] = {n: [] for n in sizes}
         grad_ts: list[float] = []
-        for _ in range(3):
-            for n, secs in probes.time_allreduce(sizes, 5, dev):
-                sweep[n].append(secs)
-            grad_ts.append(probes.time_allreduce([grad_bytes], 5, dev)[0][1])
-        res["allreduce_s"] = statistics.median(grad_ts)
-        coll = probes.fit_allreduce([(n, statistics.median(ts)) for n, ts in sweep.items()], world,
-                                    "nccl" if dev.type == "cuda" else "gloo")
+        for _ in range(4):
+            for n in sizes:  # single all-reduces, so that the spread of one is seen
+                sweep[n].extend(probes.time_allreduce([n], 1, dev)[0][1] for _ in range(4))
+            grad_ts.extend(probes.time_allreduce([grad_bytes], 1, dev)[0][1] for _ in range(4))
+        # the mean, like the prediction's: one all-reduce is heavy-tailed here, a step feels the tail
+        res["allreduce_s"] = statistics.fmean(grad_ts)
+        res["allreduce_median_s"] = statistics.median(grad_ts)
+        near = sorted(sizes, key=lambda n: abs(math.log(n / grad_bytes)))[:4]
+        cv = statistics.median(statistics.stdev(sweep[n]) / statistics.fmean(sweep[n]) for n in near)
+        coll = probes.fit_allreduce([(n, statistics.fmean(ts)) for n, ts in sweep.items()], world,
+                                    "nccl" if dev.type == "cuda" else "gloo", cv)
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, res)
         if rank == 0:
@@ -279,8 +284,15 @@ def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, prof
     sc = load_scenario(scenario, local)
     job = resolve(sc)
     model = estimate(job, np.random.default_rng(0))
-    pred = {"step_time_s": model.mu, "data_wait_fraction": model.mean["data"] / model.mu,
-            "data_wait_s": model.mean["data"], "compute_s": model.mean["compute"], "comm_s": model.mean["comm"]}
+    # the same statistics as the measurement: medians of steady-state steps of the micro simulation
+    sim = MicroSim(job, np.random.default_rng(1), start_workers=False)
+    sim.run(64)
+    tr = sim.run(4000)
+    step = float(np.median(tr.duration))
+    pred = {"step_time_s": step, "step_time_mean_s": model.mu,
+            "data_wait_fraction": float(np.median(tr.data)) / step, "data_wait_s": float(np.median(tr.data)),
+            "data_wait_fraction_of_means": model.mean["data"] / model.mu,
+            "compute_s": model.mean["compute"], "comm_s": model.mean["comm"]}
     if world > 1:  # one all-reduce of every gradient, as the measurement times it
         inst = catalog.instance(sc.cluster.instance)
         link = catalog.link(inst.intra)

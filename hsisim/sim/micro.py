@@ -128,12 +128,15 @@ class MicroSim:
             self._all_arrived = env.event()
             _, comp, _ = max(self._arrived)  # the last rank to arrive is on the critical path
             self._arrived = []
-            yield env.timeout(job.comm_exposed_s)
+            comm = job.comm_exposed_s
+            if job.comm_cv and comm > 0:
+                comm = float(_positive(self.rng, comm, job.comm_cv, 1)[0])
+            yield env.timeout(comm)
             d = env.now - self._t_prev
             self._t_prev = env.now
             stall = comp * job.stall_share
-            data = d - comp - job.comm_exposed_s
-            self._records.append((d, comp - stall, max(0.0, data), job.comm_exposed_s, stall))
+            data = d - comp - comm
+            self._records.append((d, comp - stall, max(0.0, data), comm, stall))
             self._note(f"step {len(self._records) - 1} done")
             done, self._step_done = self._step_done, env.event()
             done.succeed()
