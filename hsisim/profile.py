@@ -14,19 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hsisim.analytic.compute import LinearCost
 from hsisim.errors import HsisimInputError
 
 FORMAT = "hsisim-calibration/1"
-
-
-@dataclass(frozen=True)
-class Fit:
-    a_s: float
-    c_s_per_sample: float
-    cv: float = 0.0
-
-    def time(self, batch: int) -> float:
-        return self.a_s + self.c_s_per_sample * batch
 
 
 @dataclass(frozen=True)
@@ -36,14 +27,14 @@ class Profile:
     device_kind: str  # "cpu" or "cuda"
     catalog_gpu: str | None
     cores: int | None
-    compute: dict[int, Fit]  # by training threads (0 = not thread-dependent: a GPU)
-    data: dict[str, dict[str, Any]]  # by preprocess mode: {"build": Fit, "patch", "out_bands", "bands"}
+    compute: dict[int, LinearCost]  # by training threads (0 = not thread-dependent: a GPU)
+    data: dict[str, dict[str, Any]]  # by preprocess mode: {"build": LinearCost, "patch", "out_bands", "bands"}
     checkpoint: dict[str, float] | None
     collectives: dict[str, float] | None
     model: dict[str, Any]
     raw: dict[str, Any]
 
-    def compute_fit(self, threads: int | None) -> tuple[Fit, int]:
+    def compute_fit(self, threads: int | None) -> tuple[LinearCost, int]:
         """The compute fit for ``threads`` training threads (nearest measured), and the count used."""
         if threads is None or list(self.compute) == [0]:
             key = max(self.compute)
@@ -52,9 +43,9 @@ class Profile:
         return self.compute[key], key
 
 
-def _fit(d: Any, where: str) -> Fit:
+def _fit(d: Any, where: str) -> LinearCost:
     try:
-        return Fit(float(d["a_s"]), float(d["c_s_per_sample"]), float(d.get("cv", 0.0)))
+        return LinearCost(float(d["a_s"]), float(d["c_s_per_sample"]), float(d.get("cv", 0.0)))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
 

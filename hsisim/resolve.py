@@ -314,8 +314,7 @@ def _calibrated(sc: Scenario, prof: Profile | None, cost: compute.LinearCost, gp
     """Replace the roofline by a calibration profile's measured t(b) = a + c·b, if one is given."""
     if prof is None:
         return cost
-    fit, used = prof.compute_fit(threads)
-    measured = compute.LinearCost(fit.a_s, fit.c_s_per_sample, fit.cv)
+    measured, used = prof.compute_fit(threads)
     if threads is not None and used:
         notes.append(f"compute from the profile measured with {used} training thread(s)"
                      + ("" if used == threads else f" ({threads} wanted: nearest measured)"))
