@@ -75,7 +75,7 @@ def resolve(sc: Scenario) -> Job:
     prof = load_profile(sc.calibration) if sc.calibration is not None else None
     vcpus = inst.vcpus or (prof.cores if prof and prof.cores else os.cpu_count() or 1)
     # a CPU device: each training process gets the cores its loader workers leave free
-    threads = max(1, vcpus // inst.gpus - sc.loader.num_workers) if gpu.name == "cpu" else None
+    threads = datapipe.training_threads(vcpus, inst.gpus, sc.loader.num_workers) if gpu.name == "cpu" else None
     parts = None
     if ds is not None and minfo is not None:
         out_bands = _model_bands(sc, ds, minfo)

@@ -57,7 +57,7 @@ def test_torch_modules_match_the_catalog_arithmetic(name: str) -> None:
     assert out.shape == (2, classes)
     # flop_counter counts convolutions and matrix products; the catalog adds normalisation, softmax
     # and residual additions (2.0 x MACs each), a little more for the BatchNorm/LayerNorm models
-    flops = forward_flops(model, bands, patch)
+    flops = forward_flops(model, (bands, patch, patch))
     ratio = flops / stats.fwd_flops
     if name in ("hamida", "hybridsn"):
         assert flops == stats.fwd_flops

@@ -67,6 +67,11 @@ def h2d_seconds(batch_bytes: float, pcie_bw: float, pinned: bool, copy_bw: float
     return batch_bytes / copy_bw + batch_bytes / pcie_bw
 
 
+def training_threads(cores: int, ranks: int, workers_per_rank: int) -> int:
+    """Threads a training process gets on a CPU device: the cores its loader workers leave free (at least 1)."""
+    return max(1, cores // ranks - workers_per_rank)
+
+
 def core_slowdown(workers_per_rank: int, ranks_per_node: int, vcpus: int, threads_per_rank: int = 1) -> float:
     """Factor by which workers slow down when a node has more busy processes than cores.
 

@@ -197,15 +197,15 @@ def param_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def forward_flops(model: nn.Module, bands: int, patch: int) -> int:
-    """FLOPs of one forward pass of one sample, counted by ``torch.utils.flop_counter``."""
+def forward_flops(model: nn.Module, sample_shape: tuple[int, ...]) -> int:
+    """FLOPs of one forward pass of one sample shaped ``sample_shape``, counted by ``torch.utils.flop_counter``."""
     from torch.utils.flop_counter import FlopCounterMode
 
     was = model.training
     model.eval()
     try:
         with FlopCounterMode(display=False) as counter, torch.no_grad():
-            model(torch.zeros(1, bands, patch, patch))
+            model(torch.zeros(1, *sample_shape))
     finally:
         model.train(was)
     return int(counter.get_total_flops())

@@ -210,7 +210,7 @@ def calibrate(*, device: str, model: str, dataset: str, out: Path, quick: bool =
         w = workload(model, dataset, patch, pca)
         net = probes.builtin_net(w.model, w.bands, w.patch, w.classes)
         built = net.build()
-        fwd = forward_flops(built, w.bands, w.patch)
+        fwd = forward_flops(built, net.sample_shape)
         profile["model"] = {"name": w.model, "bands": w.bands, "patch": w.patch, "classes": w.classes,
                             "params": param_count(built), "fwd_flops": fwd}
     # compute: micro-batch sweep; on the CPU once per training-thread count a loader can leave

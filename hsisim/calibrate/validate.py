@@ -28,8 +28,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from hsisim import catalog
 from hsisim.analytic import collectives
+from hsisim.analytic.datapipe import training_threads
 from hsisim.calibrate import probes
-from hsisim.calibrate.models import param_count
+from hsisim.calibrate.models import forward_flops, param_count
 from hsisim.calibrate.run import Workload, catalog_gpu_for, dataset_for, parse_device, scene, workload
 from hsisim.errors import HsisimInputError
 from hsisim.montecarlo.store import atomic_write
@@ -44,11 +45,6 @@ def segments(steps: int, rounds: int) -> list[int]:
     """``steps`` split into at most ``rounds`` near-equal segments."""
     k = max(1, min(rounds, steps))
     return [steps // k + (1 if i < steps % k else 0) for i in range(k)]
-
-
-def training_threads(cores: int, world: int, workers: int) -> int:
-    """Training threads per process on a CPU: the cores its loader workers leave free (at least 1)."""
-    return max(1, cores // world - workers)
 
 
 def local_instance(dev: torch.device, world: int) -> str:
@@ -115,17 +111,7 @@ def _net(sc: Scenario, shape: tuple[int, ...], classes: int) -> probes.Net:
 def _describe(net: probes.Net) -> dict[str, Any]:
     model = net.build()
     return {"name": net.name, "sample_shape": list(net.sample_shape), "classes": net.classes,
-            "params": param_count(model), "fwd_flops": float(forward_flops_of(model, net.sample_shape))}
-
-
-def forward_flops_of(model: torch.nn.Module, shape: tuple[int, ...]) -> int:
-    from torch.utils.flop_counter import FlopCounterMode
-
-    model.eval()
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
-        model(torch.zeros(1, *shape))
-    model.train()
-    return int(counter.get_total_flops())
+            "params": param_count(model), "fwd_flops": float(forward_flops(model, net.sample_shape))}
 
 
 class Run:
