@@ -128,6 +128,15 @@ def make_dataset(f: Factory, kwargs: dict[str, Any], flat: bool = False) -> tupl
     return ds, tuple(item[0].shape)
 
 
+def dataset_classes(ds: Any) -> int:
+    """The class count a catalog model needs from a user's Dataset (its ``classes`` or ``num_classes``)."""
+    classes = int(getattr(ds, "classes", 0) or getattr(ds, "num_classes", 0) or 0)
+    if not classes:
+        raise HsisimInputError("a catalog model on a dataset factory needs the class count: give the Dataset a "
+                               "'classes' or 'num_classes' attribute", key="dataset.factory")
+    return classes
+
+
 def make_net(f: Factory, kwargs: dict[str, Any], sample_shape: tuple[int, ...], flat: bool = False) -> Net:
     """A ``Net`` that builds the user's model; the class count is read from its output."""
     role = "--model-factory"
@@ -228,10 +237,7 @@ def scenario_parts(sc: Any, micro_batch: int, builtin_shape: tuple[int, ...] | N
         notes.append(f"model {mf.spec}: {params:,} parameters, {flops / 1e6:,.2f} MFLOP forward per sample "
                      "(torch.utils.flop_counter)")
     else:
-        classes = builtin_classes or int(getattr(ds, "classes", 0) or getattr(ds, "num_classes", 0) or 0)
-        if not classes:
-            raise HsisimInputError("a catalog model on a dataset factory needs the class count: give the Dataset a "
-                                   "'classes' or 'num_classes' attribute", key="dataset.factory")
+        classes = builtin_classes or dataset_classes(ds)
         assert builtin_stats is not None
         stats = builtin_stats(shape, classes)
         params, flops, act, ops = stats.params, stats.fwd_flops, stats.act_elems, stats.ops

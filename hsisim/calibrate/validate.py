@@ -38,7 +38,6 @@ from hsisim.profile import FORMAT
 from hsisim.resolve import resolve
 from hsisim.scenario import Scenario, load_scenario
 from hsisim.sim.micro import MicroSim
-from hsisim.sim.stepmodel import estimate
 
 
 def segments(steps: int, rounds: int) -> list[int]:
@@ -77,7 +76,7 @@ def trainable(sc: Scenario) -> Iterator[Trainable]:
         from hsisim.calibrate import factories as fx
 
         ds, shape = fx.make_dataset(fx.load_factory(sc.dataset.factory, "dataset.factory"), dict(sc.dataset.kwargs))
-        net = _net(sc, shape, int(getattr(ds, "classes", 0) or getattr(ds, "num_classes", 0) or 0))
+        net = _net(sc, shape, 0 if sc.model.factory is not None else fx.dataset_classes(ds))
         yield Trainable(net, ds, "factory", _describe(net))
         return
     assert sc.dataset.name is not None and sc.dataset.patch is not None
@@ -102,10 +101,12 @@ def _net(sc: Scenario, shape: tuple[int, ...], classes: int) -> probes.Net:
 
         return fx.make_net(fx.load_factory(sc.model.factory, "model.factory"), dict(sc.model.kwargs), shape)
     assert sc.model.name is not None
-    if not classes:
-        raise HsisimInputError("a catalog model on a dataset factory needs the class count: give the Dataset a "
-                               "'classes' or 'num_classes' attribute", key="dataset.factory")
     return probes.builtin_net(sc.model.name, shape[0], shape[1], classes)
+
+
+def _amp(sc: Scenario) -> bool:
+    """Whether the scenario trains with reduced precision (autocast where the device has it)."""
+    return sc.model.precision.startswith("amp") or sc.model.precision in ("fp16", "bf16")
 
 
 def _describe(net: probes.Net) -> dict[str, Any]:
@@ -121,7 +122,7 @@ class Run:
                  world: int = 1) -> None:
         self.dev, self.threads = dev, threads
         torch.manual_seed(rank)
-        amp = sc.model.precision.startswith("amp") or sc.model.precision in ("fp16", "bf16")
+        amp = _amp(sc)
         model, self.opt, self.scaler, self.dtype = probes.make_training(t.net, dev, sc.model.optimizer, amp)
         if world > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -252,7 +253,7 @@ def _profile(sc: Scenario, dev: torch.device, threads: int, fits: Any, t: Traina
 
 def _paired(sc: Scenario, dev: torch.device, t: Trainable) -> probes.PairedProbe:
     b = sc.training.micro_batch
-    amp = sc.model.precision.startswith("amp") or sc.model.precision in ("fp16", "bf16")
+    amp = _amp(sc)
     return probes.PairedProbe(t.net, dev, t.dataset, sorted({max(1, b // 4), max(1, b // 2), b}), sc.model.optimizer,
                               amp, handover=sc.loader.num_workers > 0)
 
@@ -269,23 +270,24 @@ def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, prof
              "overhead.image_pull=0", "overhead.init=0", "spot=null", "timings=null"]
     sc = load_scenario(scenario, local)
     job = resolve(sc)
-    model = estimate(job, np.random.default_rng(0))
     # the same statistics as the measurement: medians of steady-state steps of the micro simulation
     sim = MicroSim(job, np.random.default_rng(1), start_workers=False)
     sim.run(64)
     tr = sim.run(4000)
     step = float(np.median(tr.duration))
-    pred = {"step_time_s": step, "step_time_mean_s": model.mu,
+    mean = float(tr.duration.mean())
+    pred = {"step_time_s": step, "step_time_mean_s": mean,
             "data_wait_fraction": float(np.median(tr.data)) / step, "data_wait_s": float(np.median(tr.data)),
-            "data_wait_fraction_of_means": model.mean["data"] / model.mu,
-            "compute_s": model.mean["compute"], "comm_s": model.mean["comm"]}
+            "data_wait_fraction_of_means": float(tr.data.mean()) / mean,
+            "compute_s": float(tr.compute.mean()), "comm_s": float(tr.comm.mean())}
     if world > 1:  # one all-reduce of every gradient, as the measurement times it
         inst = catalog.instance(sc.cluster.instance)
         link = catalog.link(inst.intra)
-        coll = json.loads(Path(profile).read_text()).get("collectives") or {}
+        raw = json.loads(Path(profile).read_text())
+        coll = raw.get("collectives") or {}
         alpha = coll.get("alpha_per_hop_s", link.latency_s)
         bw = coll.get("bus_bw_bytes_per_s", link.effective_bytes_per_s)
-        grad_bytes = 4.0 * json.loads(Path(profile).read_text())["model"]["params"]
+        grad_bytes = 4.0 * raw["model"]["params"]
         pred["allreduce_s"] = collectives.ring_allreduce(grad_bytes, world, alpha, bw)
     return pred, list(job.notes)
 

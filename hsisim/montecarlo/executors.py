@@ -8,6 +8,7 @@ of workers never change a result.
 
 from __future__ import annotations
 
+import abc
 import concurrent.futures as cf
 import logging
 import os
@@ -33,12 +34,13 @@ def check_executor(executor: str, scheduler: str | None = None) -> None:
             raise HsisimInputError(f"--scheduler must be an address like tcp://HOST:PORT, got {scheduler!r}")
 
 
-class Executor(AbstractContextManager["Executor"]):
+class Executor(AbstractContextManager["Executor"], abc.ABC):
     """Runs ``fn(prepared, seed, start, stop)`` over chunks; a context manager that owns its pool."""
 
+    @abc.abstractmethod
     def run(self, fn: ChunkFn, prepared: Any, seed: int, bounds: Sequence[tuple[int, int]]
             ) -> Iterator[tuple[int, int, Rows]]:
-        raise NotImplementedError
+        """Yield ``(start, stop, rows)`` for every chunk, in the order they finish."""
 
     def __exit__(self, *exc: object) -> None:
         return None
