@@ -10,11 +10,10 @@ Timings are medians of repeated runs (the machine is shared and noisy).
 
 from __future__ import annotations
 
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
+from timing import timed
 
 from hsisim.montecarlo import simulate
 from hsisim.resolve import resolve
@@ -24,24 +23,15 @@ from hsisim.sim.micro import MicroSim
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _median(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def main() -> None:
     spot = load_scenario(ROOT / "scenarios" / "spot_8x.yaml")
     job = resolve(spot)
     n = 5000
-    t = _median(lambda: MicroSim(job, np.random.default_rng(0)).run(n), 3)
+    t = timed(lambda: MicroSim(job, np.random.default_rng(0)).run(n), 3)[0]
     print(f"micro simulation, spot_8x ({job.world} ranks, {job.num_workers} workers each): "
           f"{n / t:,.0f} optimizer steps/s ({n} steps in {t:.2f} s, median of 3)")
 
-    t = _median(lambda: simulate(spot, replicas=1000), 3)
+    t = timed(lambda: simulate(spot, replicas=1000), 3)[0]
     print(f"hsisim run spot_8x, 1,000 replicas, local executor: {t:.2f} s (median of 3)")
 
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from timing import timed
 
 from hsisim.montecarlo import prepare, simulate
 from hsisim.resolve import resolve
@@ -26,16 +26,6 @@ from hsisim.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SPOT8 = ROOT / "scenarios" / "spot_8x.yaml"
-
-
-def timed(fn, reps: int) -> tuple[float, object]:  # type: ignore[no-untyped-def]
-    """Median wall seconds of ``reps`` calls, and the last result."""
-    times, out = [], None
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def speed(reps: int) -> None:

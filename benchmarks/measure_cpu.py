@@ -19,15 +19,7 @@ import time  # noqa: E402
 import zlib  # noqa: E402
 
 import numpy as np  # noqa: E402
-
-
-def _median_time(fn, reps: int = 200) -> float:
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+from timing import timed  # noqa: E402
 
 
 class _Cube:
@@ -48,27 +40,27 @@ def main() -> None:
     cube = rng.standard_normal((145, 145, 200), dtype=np.float32)
     ds = _Cube(cube, 15)
     idx = iter(rng.integers(0, 100 * 100, 10**7))
-    empty = _median_time(lambda: ds[next(idx)], 2000)
+    empty = timed(lambda: ds[next(idx)], 2000)[0]
     patch = cube[10:25, 10:25]
     nbytes = patch.nbytes
-    copy = _median_time(lambda: np.ascontiguousarray(cube[10:25, 10:25]).copy(), 2000)
+    copy = timed(lambda: np.ascontiguousarray(cube[10:25, 10:25]).copy(), 2000)[0]
     proj = rng.standard_normal((200, 30), dtype=np.float32)
     flat = patch.reshape(-1, 200)
-    pca = _median_time(lambda: flat @ proj, 2000)
+    pca = timed(lambda: flat @ proj, 2000)[0]
     mean, std = cube.mean((0, 1)), cube.std((0, 1))
-    norm = _median_time(lambda: (patch - mean) / std, 2000)
-    aug = _median_time(lambda: np.ascontiguousarray(np.rot90(patch[::-1], 1)), 2000)
+    norm = timed(lambda: (patch - mean) / std, 2000)[0]
+    aug = timed(lambda: np.ascontiguousarray(np.rot90(patch[::-1], 1)), 2000)[0]
     batch = [np.ascontiguousarray(cube[i:i + 15, 0:15]) for i in range(64)]
-    coll = _median_time(lambda: np.stack(batch), 500)
+    coll = timed(lambda: np.stack(batch), 500)[0]
     with tempfile.NamedTemporaryFile() as f:
         f.write(cube.tobytes())
         f.flush()
         fd = os.open(f.name, os.O_RDONLY)
-        read = _median_time(lambda: os.pread(fd, 15 * 200 * 4, 4096 * 7), 2000)
+        read = timed(lambda: os.pread(fd, 15 * 200 * 4, 4096 * 7), 2000)[0]
         os.close(fd)
     chunk = np.ascontiguousarray(cube[:64, :64])  # an HDF5/Zarr-style 64x64xbands chunk
     packed = zlib.compress(chunk.tobytes(), 1)
-    inflate = _median_time(lambda: zlib.decompress(packed), 200)
+    inflate = timed(lambda: zlib.decompress(packed), 200)[0]
     ctx = mp.get_context("fork")
     starts = []
     for _ in range(20):
