@@ -8,6 +8,7 @@ into temporary directories they remove.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import socket
@@ -262,10 +263,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def time_allreduce(sizes: list[int], reps: int, dev: torch.device, busy_s: float = 0.005) -> list[tuple[int, float]]:
-    """Mean all-reduce seconds per message size, in an initialised process group (every rank calls it).
-
-    Means, not medians: on a shared host the all-reduce has a heavy tail, and the step time feels it.
+def time_allreduce(sizes: list[int], reps: int, dev: torch.device, busy_s: float = 0.005) -> dict[int, list[float]]:
+    """Seconds of ``reps`` single all-reduces per message size, in an initialised process group (every rank calls it).
 
     Each timed all-reduce follows ``busy_s`` of arithmetic on every rank, as DDP's follows the backward
     pass: the transport's threads have gone to sleep and must be woken, which on a CPU host costs
@@ -274,7 +273,7 @@ def time_allreduce(sizes: list[int], reps: int, dev: torch.device, busy_s: float
     import torch.distributed as dist
 
     work = torch.randn(256, 256)
-    rows = []
+    times: dict[int, list[float]] = {}
     for n in sizes:
         x = torch.ones(max(1, n // 4), dtype=torch.float32, device=dev)
         for _ in range(2):
@@ -292,14 +291,23 @@ def time_allreduce(sizes: list[int], reps: int, dev: torch.device, busy_s: float
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             ts.append(time.perf_counter() - t0)
-        rows.append((n, statistics.fmean(ts)))
-    return rows
+        times[n] = ts
+    return times
 
 
-def fit_allreduce(rows: list[tuple[int, float]], world: int, backend: str, cv: float = 0.0) -> dict[str, Any]:
-    """t = α + (2(p−1)/p)·S/B (ring) over mean times; α per hop = α / (2(p−1)); ``cv`` the spread of one."""
+def fit_allreduce(times: dict[int, list[float]], world: int, backend: str, near: int | None = None) -> dict[str, Any]:
+    """t = α + (2(p−1)/p)·S/B (ring) over mean times; α per hop = α / (2(p−1)).
+
+    Means, not medians: on a shared host the all-reduce has a heavy tail, and the step time feels it.
+    ``cv`` is the spread of one all-reduce (std/mean), over the four sizes nearest ``near`` bytes
+    (every size when None).
+    """
+    rows = sorted((n, statistics.fmean(ts)) for n, ts in times.items())
     factor = 2 * (world - 1) / world
     a, inv_bw, r2 = fit_line([factor * n for n, _ in rows], [t for _, t in rows])
+    pick = sorted(times, key=lambda n: abs(math.log(n / near)))[:4] if near else list(times)
+    spreads = [statistics.stdev(times[n]) / statistics.fmean(times[n]) for n in pick if len(times[n]) > 1]
+    cv = statistics.median(spreads) if spreads else 0.0
     return {"backend": backend, "world_size": world, "alpha_s": a, "alpha_per_hop_s": a / (2 * (world - 1)),
             "bus_bw_bytes_per_s": 1 / inv_bw if inv_bw > 0 else math.inf, "r2": r2, "cv": cv,
             "points": [{"bytes": n, "mean_s": t} for n, t in rows]}
@@ -313,9 +321,9 @@ def _allreduce_worker(rank: int, world: int, port: int, backend: str, sizes: lis
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
-        rows = time_allreduce(sizes, reps, dev)
+        times = time_allreduce(sizes, reps, dev)
         if rank == 0:
-            Path(out).write_text("\n".join(f"{n} {t!r}" for n, t in rows))
+            Path(out).write_text(json.dumps({str(n): ts for n, ts in times.items()}))
     finally:
         dist.destroy_process_group()
 
@@ -328,8 +336,8 @@ def collective_probe(world: int, backend: str, sizes: list[int] | None = None, r
     with tempfile.TemporaryDirectory() as d:
         out = str(Path(d) / "allreduce.txt")
         mp.spawn(_allreduce_worker, args=(world, _free_port(), backend, sizes, reps, out), nprocs=world, join=True)
-        rows = [(int(n), float(t)) for n, t in (line.split() for line in Path(out).read_text().splitlines())]
-    return fit_allreduce(rows, world, backend)
+        times = {int(n): ts for n, ts in json.loads(Path(out).read_text()).items()}
+    return fit_allreduce(times, world, backend)
 
 
 def preprocess_summary(pre: Preprocess | None) -> dict[str, Any] | None:

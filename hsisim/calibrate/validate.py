@@ -206,16 +206,13 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
         sweep: dict[int, list[float]] = {n: [] for n in sizes}
         grad_ts: list[float] = []
         for _ in range(4):
-            for n in sizes:  # single all-reduces, so that the spread of one is seen
-                sweep[n].extend(probes.time_allreduce([n], 1, dev)[0][1] for _ in range(4))
-            grad_ts.extend(probes.time_allreduce([grad_bytes], 1, dev)[0][1] for _ in range(4))
+            for n, ts in probes.time_allreduce(sizes, 4, dev).items():
+                sweep[n].extend(ts)
+            grad_ts.extend(probes.time_allreduce([grad_bytes], 4, dev)[grad_bytes])
         # the mean, like the prediction's: one all-reduce is heavy-tailed here, a step feels the tail
         res["allreduce_s"] = statistics.fmean(grad_ts)
         res["allreduce_median_s"] = statistics.median(grad_ts)
-        near = sorted(sizes, key=lambda n: abs(math.log(n / grad_bytes)))[:4]
-        cv = statistics.median(statistics.stdev(sweep[n]) / statistics.fmean(sweep[n]) for n in near)
-        coll = probes.fit_allreduce([(n, statistics.fmean(ts)) for n, ts in sweep.items()], world,
-                                    "nccl" if dev.type == "cuda" else "gloo", cv)
+        coll = probes.fit_allreduce(sweep, world, "nccl" if dev.type == "cuda" else "gloo", near=grad_bytes)
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, res)
         if rank == 0:
