@@ -117,7 +117,7 @@ def test_fit_line_recovers_a_line_and_clips_a_negative_intercept() -> None:
 
 
 def test_compute_and_checkpoint_probes_on_the_cpu(tmp_path: Path) -> None:
-    res = probes.compute_probe(probes.builtin_net("hybridsn", 15, 9, 16), CPU, [2, 8], reps=3, warmup=1, threads=1)
+    res = probes.compute_probe(probes.builtin_net("hybridsn", 15, 9, 16), CPU, [2, 32], reps=3, warmup=1, threads=1)
     assert res["threads"] == 1 and res["c_s_per_sample"] > 0 and len(res["points"]) == 2
     assert torch.get_num_threads() != 0
     model, opt, scaler, dtype = probes.make_training(probes.builtin_net("hamida", 20, 3, 5), CPU)
