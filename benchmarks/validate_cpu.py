@@ -1,6 +1,6 @@
 """`hsisim validate --device cpu` on the validation scenarios, repeated (run on purpose, not in CI).
 
-    python benchmarks/validate_cpu.py [REPEATS]
+    python benchmarks/validate_cpu.py [REPEATS] [CONFIG-NAME-SUBSTRING]
 
 Prints every run's measured and predicted step time and data-wait fraction with the errors, and the
 median absolute error per configuration. The machine is shared: single runs move by several %.
@@ -25,7 +25,10 @@ def main() -> None:
           "(points) | all-reduce error |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     summary = []
+    only = sys.argv[2] if len(sys.argv) > 2 else ""
     for label, name, world in CONFIGS:
+        if only not in name:
+            continue
         errs: dict[str, list[float]] = {"step": [], "wait": [], "ar": []}
         for i in range(repeats):
             r = validate(ROOT / "scenarios" / "validate" / f"{name}.yaml", sets=[], device="cpu", world_size=world)

@@ -127,6 +127,57 @@ def test_compute_and_checkpoint_probes_on_the_cpu(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # nothing left behind
 
 
+def test_rank_spread_keeps_only_what_differs_between_ranks() -> None:
+    rng = np.random.default_rng(4)
+    n = 4000
+    common = rng.normal(0.0, 0.5, n)  # the machine slows every rank at once
+    ranks = [list(1.0 + common + rng.normal(0.0, 0.1, n)) for _ in range(2)]
+    # the pooled within-step variance is sigma^2 * chi2(n) / n: relative s.e. of the sd sqrt(1/(2n)) ~ 1.1 %
+    assert probes.rank_spread(ranks) == pytest.approx(0.1, rel=0.045)
+    assert probes.rank_spread([list(1.0 + common)] * 3) == pytest.approx(0.0, abs=1e-12)
+    assert probes.rank_spread([ranks[0]]) == 0.0
+
+
+def _clock_worker(rank: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        torch.manual_seed(0)
+        model = DistributedDataParallel(torch.nn.Linear(3, 2))
+        clock = probes.CommClock(model)
+        try:
+            clock.take()
+            raised = False
+        except RuntimeError:
+            raised = True
+        x = torch.full((4, 3), float(rank + 1))
+        model(x).sum().backward()
+        handed, done = clock.take()
+        grads = [p.grad.tolist() for p in model.parameters()]
+        got: list[object] = [None, None]
+        dist.all_gather_object(got, {"handed": handed, "done": done, "grads": grads, "raised": raised})
+        if rank == 0:
+            Path(out).write_text(json.dumps(got))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_comm_clock_averages_like_ddp_and_times_the_all_reduce(tmp_path: Path) -> None:
+    import torch.multiprocessing as mp
+
+    out = tmp_path / "clock.json"
+    mp.spawn(_clock_worker, args=(probes._free_port(), str(out)), nprocs=2, join=True)
+    r0, r1 = json.loads(out.read_text())
+    # d(sum W x + b)/dW = 4 * x per row; the ranks' inputs are 1 and 2: the average is 4 * 1.5 = 6
+    assert r0["grads"] == r1["grads"] == [[[6.0] * 3] * 2, [4.0, 4.0]]
+    for r in (r0, r1):
+        assert r["raised"] and r["handed"] <= r["done"]
+    # one clock for the host: both ranks' completions come after both hand-overs
+    assert max(r0["handed"], r1["handed"]) <= min(r0["done"], r1["done"])
+
+
 def test_collective_probe_two_gloo_processes() -> None:
     res = probes.collective_probe(2, "gloo", sizes=[4096, 65536, 1 << 20], reps=3)
     assert res["world_size"] == 2 and len(res["points"]) == 3
@@ -196,6 +247,21 @@ def test_validate_reports_measured_predicted_and_errors() -> None:
     assert r["measured"]["steps"] == 6 and r["threads"] >= 1
     assert any("hand" in n or "profile" in n for n in r["notes"])
     assert _probe_dirs() == before
+
+
+def test_two_process_validate_splits_the_step_and_checks_the_collective_model() -> None:
+    res = runner.invoke(app, ["validate", "--scenario", str(ROOT / "scenarios" / "validate" / "cpu_gloo_2proc.yaml"),
+                              "--device", "cpu", "--world-size", "2", "--steps", "8", "--warmup", "2",
+                              "--set", "training.micro_batch=8", "--set", "training.global_batch=16", "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    m, p = r["measured"], r["predicted"]
+    for key in ("step_time_s", "data_wait_fraction", "allreduce_s", "barrier_wait_s", "allreduce_alone_s"):
+        assert m[key] >= 0 and p[key] >= 0
+        assert r["error_pct"][key] == pytest.approx(100 * (p[key] - m[key]) / m[key])
+    # the measured step holds its computation, the wait for the slower rank and the all-reduce
+    assert 0 < m["compute_s"] + m["allreduce_s"] < m["step_time_s"] * 1.5
+    assert r["world_size"] == 2 and any("all-reduce" in n for n in r["notes"])
 
 
 @pytest.mark.parametrize("args, message", [

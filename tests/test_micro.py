@@ -111,6 +111,11 @@ def test_barrier_waits_for_the_slowest_rank() -> None:
     assert abs(d.duration.mean() - (e_max + 0.02)) <= half
     # the critical path's compute is that of the slowest rank
     assert abs(d.compute.mean() - e_max) <= half
+    # and the others wait for it: on average E[max] - E[one draw] per rank
+    w_half = 3.29 * d.waited.std(ddof=1) / math.sqrt(len(d))
+    assert abs(d.waited.mean() - (e_max - mean)) <= w_half
+    single = MicroSim(make_job(num_workers=0, batch_build_s=0.0, compute_cv=cv), np.random.default_rng(2)).run(50)
+    assert np.all(single.waited == 0.0)  # one rank waits for nobody
 
 
 def test_step_model_deterministic_is_exact_with_epoch_excess() -> None:

@@ -89,6 +89,58 @@ def training_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
         opt.step()
 
 
+class CommClock:
+    """Times DDP's gradient all-reduce inside its training steps, through a communication hook.
+
+    The hook does what DDP's default does (average the bucket over the ranks) and notes when each
+    bucket is handed over and when its all-reduce completes. ``take()`` gives, for the step just
+    run, when the backward pass handed over its last bucket and when the last all-reduce completed
+    (``time.perf_counter``: one monotonic clock for every process of a host, so the ranks' times
+    can be compared). The step minus the time between the two is the computation as it runs in a
+    process that communicates, whose cores the other ranks' transport threads share.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        self.calls: list[float] = []
+        self.done: list[float] = []
+
+        def hook(state, bucket):  # no annotations: DDP rejects a bucket annotation it cannot compare
+            self.calls.append(time.perf_counter())
+            fut = default_hooks.allreduce_hook(state, bucket)
+
+            def note(f: Any) -> Any:
+                self.done.append(time.perf_counter())
+                return f.value()
+
+            return fut.then(note)
+
+        model.register_comm_hook(None, hook)  # type: ignore[operator]
+
+    def take(self) -> tuple[float, float]:
+        """(last hand-over, last completion) of the step since the previous call."""
+        if not self.calls or not self.done:
+            raise RuntimeError("no gradient all-reduce since the last step: is the model wrapped in DDP?")
+        out = (self.calls[-1], max(self.done))
+        self.calls.clear()
+        self.done.clear()
+        return out
+
+
+def rank_spread(per_rank: list[list[float]]) -> float:
+    """The standard deviation of what differs between ranks on the same step, pooled over steps.
+
+    ``per_rank[r][i]`` is rank r's time on step i. A shared machine's slow moments slow every rank
+    at once and make no rank wait for another; only the part that differs between ranks does, and
+    the simulator draws each rank's time independently with this spread.
+    """
+    rows = np.asarray(per_rank, dtype=float)
+    if rows.shape[0] < 2 or rows.shape[1] == 0:
+        return 0.0
+    return float(np.sqrt(rows.var(axis=0, ddof=1).mean()))
+
+
 def make_optimizer(model: nn.Module, name: str) -> torch.optim.Optimizer:
     if name == "sgd":
         return torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
@@ -356,9 +408,18 @@ class PairedProbe:
     """
 
     def __init__(self, net: Net, device: torch.device, ds: Dataset, batches: list[int],
-                 optimizer: str = "adam", amp: bool = True, handover: bool = False) -> None:
+                 optimizer: str = "adam", amp: bool = True, handover: bool = False, ddp: bool = False) -> None:
         self.device, self.batches = device, batches
         self.model, self.opt, self.scaler, self.dtype = make_training(net, device, optimizer, amp)
+        # ddp (CPU processes in an initialised group): the training step synchronises its gradients as
+        # the real run's does, and its computation is the step minus the all-reduce it waited for
+        self.clock: CommClock | None = None
+        if ddp:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.model = DistributedDataParallel(self.model)
+            self.clock = CommClock(self.model)
+        self.comm: dict[int, list[float]] = {b: [] for b in batches}
         self.inputs = {b: net.batch(b, device) for b in batches}
         self.loaders = {b: iter(_forever(DataLoader(ds, batch_size=b, shuffle=True, num_workers=0, drop_last=True)))
                         for b in batches}
@@ -380,6 +441,11 @@ class PairedProbe:
                 t_build = time.perf_counter() - t0
                 t_step = self.timer(functools.partial(training_step, self.model, self.opt, x, y, self.scaler,
                                                       self.dtype), 1, 0)[0]
+                t_comm = 0.0
+                if self.clock is not None:
+                    handed, done = self.clock.take()
+                    t_comm = max(0.0, done - handed)
+                t_step -= t_comm
                 t_hand = 0.0
                 if self.workers:
                     t0 = time.perf_counter()
@@ -388,6 +454,7 @@ class PairedProbe:
                 if i >= warmup:
                     self.build[b].append(t_build)
                     self.step[b].append(t_step)
+                    self.comm[b].append(t_comm)
                     if self.workers:
                         self.handover[b].append(t_hand)
 
@@ -403,8 +470,19 @@ class PairedProbe:
             # the spread as the ranks feel it at a barrier: the standard deviation, tails included (a robust
             # spread would hide the shared machine's stalls that make one rank wait for another)
             cvs = [statistics.stdev(ts) / statistics.fmean(ts) for ts in table.values() if len(ts) > 1]
-            out.append({"a_s": a, "c_s_per_sample": c, "r2": r2, "cv": statistics.median(cvs) if cvs else 0.0,
-                        "points": pts})
+            fit = {"a_s": a, "c_s_per_sample": c, "r2": r2, "cv": statistics.median(cvs) if cvs else 0.0,
+                   "points": pts}
+            if self.clock is not None and table is not self.handover:
+                # every rank ran the same pairs in step: the spread between ranks is the one that
+                # makes a rank wait at the barrier (what slows all of them at once is in the medians)
+                import torch.distributed as dist
+
+                everyone: list[Any] = [None] * dist.get_world_size()
+                dist.all_gather_object(everyone, table)
+                between = [rank_spread([ranks[b] for ranks in everyone]) / statistics.fmean(ts)
+                           for b, ts in table.items() if ts]
+                fit["cv_total"], fit["cv"] = fit["cv"], statistics.median(between)
+            out.append(fit)
         assert out[0] is not None and out[1] is not None
         return out[0], out[1], out[2]
 

@@ -233,7 +233,11 @@ def print_validation(res: dict[str, Any], console: Console) -> None:
               f"{e['step_time_s']:+.1f} %")
     t.add_row("data-wait fraction", f"{m['data_wait_fraction']:.1%}", f"{p['data_wait_fraction']:.1%}",
               f"{e['data_wait_fraction']:+.1f} % ({res['error_points']['data_wait_fraction']:+.1f} points)")
-    if "allreduce_s" in e:
-        t.add_row("all-reduce of the gradients", f"{m['allreduce_s'] * 1e3:.2f} ms", f"{p['allreduce_s'] * 1e3:.2f} ms",
-                  f"{e['allreduce_s']:+.1f} %")
+    for key, label in (("compute_s", "computation in a step"),
+                       ("barrier_wait_s", "wait for the slowest rank in a step"),
+                       ("allreduce_s", "all-reduce in a step"),
+                       ("allreduce_alone_s", "one all-reduce of the gradients, alone")):
+        if key in m and key in p:
+            err = f"{e[key]:+.1f} %" if key in e else f"{100.0 * (p[key] - m[key]) / m[key]:+.1f} %"
+            t.add_row(label, f"{m[key] * 1e3:.2f} ms", f"{p[key] * 1e3:.2f} ms", err)
     console.print(t)

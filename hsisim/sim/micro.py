@@ -30,6 +30,7 @@ class StepTrace:
     data: np.ndarray
     comm: np.ndarray
     stall: np.ndarray
+    waited: np.ndarray  # per rank, on average: the time spent at the barrier waiting for the slowest
 
     def __len__(self) -> int:
         return len(self.duration)
@@ -56,7 +57,7 @@ class MicroSim:
         self.env = simpy.Environment()
         self.p, self.k, self.w = job.world, job.accumulation, job.num_workers
         self.depth = self.w * job.prefetch_factor
-        self._records: list[tuple[float, float, float, float, float]] = []
+        self._records: list[tuple[float, float, float, float, float, float]] = []
         self._arrived: list[tuple[float, float, int]] = []  # (time, compute of this step, rank)
         self._all_arrived = self.env.event()
         self._step_done = self.env.event()
@@ -126,7 +127,8 @@ class MicroSim:
         while True:
             yield self._all_arrived
             self._all_arrived = env.event()
-            _, comp, _ = max(self._arrived)  # the last rank to arrive is on the critical path
+            last, comp, _ = max(self._arrived)  # the last rank to arrive is on the critical path
+            waited = sum(last - t for t, _, _ in self._arrived) / self.p
             self._arrived = []
             comm = job.comm_exposed_s
             if job.comm_cv and comm > 0:
@@ -136,7 +138,7 @@ class MicroSim:
             self._t_prev = env.now
             stall = comp * job.stall_share
             data = d - comp - comm
-            self._records.append((d, comp - stall, max(0.0, data), comm, stall))
+            self._records.append((d, comp - stall, max(0.0, data), comm, stall, waited))
             self._note(f"step {len(self._records) - 1} done")
             done, self._step_done = self._step_done, env.event()
             done.succeed()
@@ -161,5 +163,5 @@ class MicroSim:
         self._limit = start + n_steps
         self._stop = self.env.event()
         self.env.run(until=self._stop)
-        rec = np.asarray(self._records[start:self._limit], dtype=float).reshape(-1, 5)
-        return StepTrace(rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3], rec[:, 4])
+        rec = np.asarray(self._records[start:self._limit], dtype=float).reshape(-1, 6)
+        return StepTrace(*rec.T)

@@ -94,7 +94,7 @@ def estimate(job: Job, rng: np.random.Generator, *, batch: int = 200, min_batche
 
 
 def _merge(traces: list[StepTrace]) -> StepTrace:
-    return StepTrace(*(np.concatenate([getattr(t, f) for t in traces]) for f in ("duration", *TERMS)))
+    return StepTrace(*(np.concatenate([getattr(t, f) for t in traces]) for f in ("duration", *TERMS, "waited")))
 
 
 def _avg(rows: list[dict[str, float]]) -> dict[str, float]:
