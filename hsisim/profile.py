@@ -9,6 +9,7 @@ and bus bandwidth of an all-reduce between processes of this machine), and a ``f
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,10 @@ class Profile:
     collectives: dict[str, float] | None
     model: dict[str, Any]
     raw: dict[str, Any]
+    allreduce_quantiles: tuple[float, ...] = ()  # one all-reduce's time / mean, at evenly spaced probabilities
+    # the model's own gradient all-reduce measured in DDP training steps: (bytes, mean seconds, quantiles)
+    allreduce_in_training: tuple[float, float, tuple[float, ...]] | None = None
+    allreduce_world: int | None = None
 
     def compute_fit(self, threads: int | None) -> tuple[LinearCost, int]:
         """The compute fit for ``threads`` training threads (nearest measured), and the count used."""
@@ -48,6 +53,26 @@ def _fit(d: Any, where: str) -> LinearCost:
         return LinearCost(float(d["a_s"]), float(d["c_s_per_sample"]), float(d.get("cv", 0.0)))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
+
+
+def _quantiles(q: Any) -> tuple[float, ...]:
+    """Quantiles of time / mean: at least two, non-decreasing, non-negative, mean 1 as drawn (rescaled)."""
+    if q is None:
+        return ()
+    vals = [float(v) for v in q]
+    if len(vals) < 2 or min(vals) < 0 or any(b < a for a, b in itertools.pairwise(vals)):
+        raise ValueError("collectives.ratio_quantiles: need two or more non-decreasing values >= 0")
+    # drawing by linear interpolation between the quantiles has mean = the trapezoid average
+    mean = sum((a + b) / 2 for a, b in itertools.pairwise(vals)) / (len(vals) - 1)
+    if mean <= 0:
+        raise ValueError("collectives.ratio_quantiles: all zero")
+    return tuple(v / mean for v in vals)
+
+
+def _in_training(d: Any) -> tuple[float, float, tuple[float, ...]] | None:
+    if not d:
+        return None
+    return float(d["bytes"]), float(d["mean_s"]), _quantiles(d.get("ratio_quantiles") or None)
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -83,6 +108,8 @@ def load_profile(path: str | Path) -> Profile:
                        {"alpha_per_hop_s": float(coll["alpha_per_hop_s"]),
                         "bus_bw_bytes_per_s": float(coll["bus_bw_bytes_per_s"]),
                         "cv": float(coll.get("cv", 0.0))} if coll else None,
-                       dict(raw.get("model", {})), raw)
+                       dict(raw.get("model", {})), raw, _quantiles(coll.get("ratio_quantiles") if coll else None),
+                       _in_training(coll.get("in_training") if coll else None),
+                       int(coll["world_size"]) if coll and coll.get("world_size") else None)
     except (ValueError, KeyError, TypeError) as exc:
         raise HsisimInputError(f"calibration profile {p} is not a valid profile: {exc}", key="calibration") from None

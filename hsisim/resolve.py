@@ -48,6 +48,9 @@ class Job:
     timed: bool = False  # step components given by `timings`, not modelled
     handover_s: float = 0.0  # training process receiving a worker's batch, on its critical path (CPU device)
     comm_cv: float = 0.0  # step-to-step spread of the exposed all-reduce (measured; 0 = constant)
+    # the measured shape of the all-reduce: quantiles (evenly spaced in probability) of time / mean; drawn
+    # instead of a gamma with comm_cv when given
+    comm_quantiles: tuple[float, ...] = ()
     # run level
     ckpt_bytes: float = 0.0
     ckpt_write_s: float = 0.0
@@ -125,9 +128,11 @@ def resolve(sc: Scenario) -> Job:
     intra, net = catalog.link(inst.intra), catalog.link(inst.network)
     intra_alpha, intra_bw = intra.latency_s, intra.effective_bytes_per_s
     comm_cv = 0.0
+    comm_quantiles: tuple[float, ...] = ()
     if prof is not None and prof.collectives and prof.catalog_gpu == gpu.name and sc.cluster.nodes == 1:
         intra_alpha, intra_bw = prof.collectives["alpha_per_hop_s"], prof.collectives["bus_bw_bytes_per_s"]
         comm_cv = prof.collectives.get("cv", 0.0)
+        comm_quantiles = prof.allreduce_quantiles
         notes.append(f"all-reduce between the processes of this machine from the profile's probe: α "
                      f"{intra_alpha * 1e6:.0f} us per hop, {intra_bw / 1e9:.2f} GB/s bus bandwidth")
     topo = collectives.Topology(sc.cluster.nodes, inst.gpus, intra_alpha, intra_bw,
@@ -141,6 +146,15 @@ def resolve(sc: Scenario) -> Job:
         # gloo reduces on the CPU, in threads that need the cores the backward pass is using:
         # on a CPU device the all-reduce does not hide behind computation
         comm_exposed = comm_total
+        own = prof.allreduce_in_training if prof is not None and prof.catalog_gpu == gpu.name else None
+        if own is not None and prof is not None and prof.allreduce_world == world and sc.cluster.nodes == 1 \
+                and abs(own[0] / grad_bytes - 1) < 0.01:
+            # this model's own gradients, all-reduced in DDP training steps on this machine: what a step
+            # waits for after the last rank's hand-over, with its measured shape
+            comm_total = comm_exposed = own[1]
+            comm_quantiles = own[2] or comm_quantiles
+            notes.append(f"all-reduce of these {grad_bytes / 1e6:.3g} MB of gradients as measured in the profile's "
+                         f"DDP training steps: {own[1] * 1e3:.2f} ms on average")
     if sc.model.zero_stage == 3:  # parameter all-gathers in forward and backward, not overlapped
         gather = 2 * collectives.allgather(stats.params * states["weights"], world,
                                            max(intra.latency_s, net.latency_s),
@@ -220,6 +234,7 @@ def resolve(sc: Scenario) -> Job:
         num_workers=sc.loader.num_workers, prefetch_factor=sc.loader.prefetch_factor,
         persistent_workers=sc.loader.persistent_workers, worker_start_s=cpu.worker_start_s,
         comm_exposed_s=comm_exposed, comm_total_s=comm_total, comm_cv=comm_cv if world > 1 else 0.0,
+        comm_quantiles=comm_quantiles if world > 1 else (),
         ckpt_bytes=cbytes, ckpt_write_s=write, ckpt_snapshot_s=snapshot, ckpt_restore_s=restore,
         oom_retry_s=retries * cost.time(tr.micro_batch) / 3.0,
         price_usd_per_node_hour=price, on_demand_usd_per_node_hour=on_demand, notes=tuple(notes))

@@ -256,7 +256,7 @@ def test_two_process_validate_splits_the_step_and_checks_the_collective_model() 
     assert res.exit_code == 0, res.output
     r = json.loads(res.output)
     m, p = r["measured"], r["predicted"]
-    for key in ("step_time_s", "data_wait_fraction", "allreduce_s", "barrier_wait_s", "allreduce_alone_s"):
+    for key in ("step_time_s", "data_wait_fraction", "allreduce_s", "barrier_wait_s", "allreduce_probe_s"):
         assert m[key] >= 0 and p[key] >= 0
         assert r["error_pct"][key] == pytest.approx(100 * (p[key] - m[key]) / m[key])
     # the measured step holds its computation, the wait for the slower rank and the all-reduce

@@ -347,6 +347,55 @@ def time_allreduce(sizes: list[int], reps: int, dev: torch.device, busy_s: float
     return times
 
 
+class _Gradient(nn.Module):
+    """One parameter of ``n`` floats behind ``busy_s`` of arithmetic: DDP all-reduces 4n bytes a step."""
+
+    def __init__(self, n: int, busy_s: float) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(n))
+        self.busy_s = busy_s
+        self.work = torch.randn(256, 256)
+
+    def forward(self) -> torch.Tensor:
+        t = time.perf_counter()
+        while time.perf_counter() - t < self.busy_s:
+            self.work @ self.work
+        return self.w.sum()
+
+
+def time_allreduce_ddp(sizes: list[int], reps: int, busy_s: float = 0.005) -> dict[int, list[float]]:
+    """Seconds of the gradient all-reduce as DDP issues it on CPU processes, per message size.
+
+    Every rank of an initialised (gloo) group calls it. Each size is one parameter behind ``busy_s``
+    of arithmetic, wrapped in DDP and timed by a :class:`CommClock`: from the last rank's hand-over
+    of the gradient to the completion, as a training step waits for it. The ranks arrive at
+    slightly different times, as they do in training, and the first to arrive has begun its part.
+    """
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    world = dist.get_world_size()
+    times: dict[int, list[float]] = {}
+    for n in sizes:
+        model = DistributedDataParallel(_Gradient(max(1, n // 4), busy_s))
+        clock = CommClock(model)
+        handed, done = [], []
+        for i in range(2 + reps):
+            model().backward()
+            h, d = clock.take()
+            if i >= 2:
+                handed.append(h)
+                done.append(d)
+        everyone: list[Any] = [None] * world
+        dist.all_gather_object(everyone, handed)
+        last = np.max(np.array(everyone), axis=0)
+        times[n] = [float(x) for x in np.maximum(0.0, np.array(done) - last)]
+    return times
+
+
+RATIO_QUANTILES = 41  # every 2.5 %
+
+
 def fit_allreduce(times: dict[int, list[float]], world: int, backend: str, near: int | None = None) -> dict[str, Any]:
     """t = α + (2(p−1)/p)·S/B (ring) over mean times; α per hop = α / (2(p−1)).
 
@@ -360,36 +409,50 @@ def fit_allreduce(times: dict[int, list[float]], world: int, backend: str, near:
     pick = sorted(times, key=lambda n: abs(math.log(n / near)))[:4] if near else list(times)
     spreads = [statistics.stdev(times[n]) / statistics.fmean(times[n]) for n in pick if len(times[n]) > 1]
     cv = statistics.median(spreads) if spreads else 0.0
+    # the shape of one all-reduce's time around its mean, over the same sizes: on a CPU host it is
+    # bimodal (transport threads still awake: a fraction of a millisecond; asleep: milliseconds), which
+    # no one-parameter spread describes, and the median of a step follows the shape
+    ratios = np.concatenate([np.asarray(times[n]) / statistics.fmean(times[n]) for n in pick if times[n]])
     return {"backend": backend, "world_size": world, "alpha_s": a, "alpha_per_hop_s": a / (2 * (world - 1)),
             "bus_bw_bytes_per_s": 1 / inv_bw if inv_bw > 0 else math.inf, "r2": r2, "cv": cv,
+            "ratio_quantiles": [float(q) for q in np.quantile(ratios, np.linspace(0.0, 1.0, RATIO_QUANTILES))],
             "points": [{"bytes": n, "mean_s": t} for n, t in rows]}
 
 
-def _allreduce_worker(rank: int, world: int, port: int, backend: str, sizes: list[int], reps: int,
+def _allreduce_worker(rank: int, world: int, port: int, backend: str, sizes: list[int], reps: int, busy_s: float,
                       out: str) -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
-        times = time_allreduce(sizes, reps, dev)
+        if backend == "nccl":
+            times = time_allreduce(sizes, reps, torch.device("cuda", rank), busy_s)
+        else:  # CPU processes: the all-reduce as DDP issues it, timed by a hook
+            times = time_allreduce_ddp(sizes, reps, busy_s)
         if rank == 0:
             Path(out).write_text(json.dumps({str(n): ts for n, ts in times.items()}))
     finally:
         dist.destroy_process_group()
 
 
-def collective_probe(world: int, backend: str, sizes: list[int] | None = None, reps: int = 9) -> dict[str, Any]:
-    """All-reduce times over message sizes with ``world`` spawned processes; fit t = α + (2(p−1)/p)·S/B."""
+def collective_probe(world: int, backend: str, sizes: list[int] | None = None, reps: int = 24,
+                     busy_s: float = 0.005, near: int | None = None) -> dict[str, Any]:
+    """All-reduce times over message sizes with ``world`` spawned processes; fit t = α + (2(p−1)/p)·S/B.
+
+    ``busy_s``: the computation between two all-reduces (a training step's): how long the transport
+    threads sleep decides how long waking them takes. ``near``: the gradient's bytes, whose
+    neighbouring sizes give the spread and shape of one all-reduce.
+    """
     import torch.multiprocessing as mp
 
     sizes = sizes or [2**k for k in range(12, 25, 2)]  # 4 KiB … 16 MiB
     with tempfile.TemporaryDirectory() as d:
         out = str(Path(d) / "allreduce.txt")
-        mp.spawn(_allreduce_worker, args=(world, _free_port(), backend, sizes, reps, out), nprocs=world, join=True)
+        mp.spawn(_allreduce_worker, args=(world, _free_port(), backend, sizes, reps, busy_s, out), nprocs=world,
+                 join=True)
         times = {int(n): ts for n, ts in json.loads(Path(out).read_text()).items()}
-    return fit_allreduce(times, world, backend)
+    return {**fit_allreduce(times, world, backend, near=near), "busy_s": busy_s}
 
 
 def preprocess_summary(pre: Preprocess | None) -> dict[str, Any] | None:
@@ -419,7 +482,7 @@ class PairedProbe:
 
             self.model = DistributedDataParallel(self.model)
             self.clock = CommClock(self.model)
-        self.comm: dict[int, list[float]] = {b: [] for b in batches}
+        self.marks: list[tuple[float, float]] = []  # (hand-over, completion) of every timed step's all-reduce
         self.inputs = {b: net.batch(b, device) for b in batches}
         self.loaders = {b: iter(_forever(DataLoader(ds, batch_size=b, shuffle=True, num_workers=0, drop_last=True)))
                         for b in batches}
@@ -441,11 +504,9 @@ class PairedProbe:
                 t_build = time.perf_counter() - t0
                 t_step = self.timer(functools.partial(training_step, self.model, self.opt, x, y, self.scaler,
                                                       self.dtype), 1, 0)[0]
-                t_comm = 0.0
-                if self.clock is not None:
-                    handed, done = self.clock.take()
-                    t_comm = max(0.0, done - handed)
-                t_step -= t_comm
+                mark = self.clock.take() if self.clock is not None else None
+                if mark is not None:
+                    t_step -= max(0.0, mark[1] - mark[0])
                 t_hand = 0.0
                 if self.workers:
                     t0 = time.perf_counter()
@@ -454,7 +515,8 @@ class PairedProbe:
                 if i >= warmup:
                     self.build[b].append(t_build)
                     self.step[b].append(t_step)
-                    self.comm[b].append(t_comm)
+                    if mark is not None:
+                        self.marks.append(mark)
                     if self.workers:
                         self.handover[b].append(t_hand)
 
@@ -485,6 +547,25 @@ class PairedProbe:
             out.append(fit)
         assert out[0] is not None and out[1] is not None
         return out[0], out[1], out[2]
+
+    def allreduce(self) -> dict[str, Any] | None:
+        """The gradients' all-reduce in the probe's DDP steps (every rank calls it): from the last rank's
+        hand-over to the completion, its mean, spread and shape (quantiles of time / mean)."""
+        if self.clock is None or not self.marks:
+            return None
+        import torch.distributed as dist
+
+        everyone: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, [h for h, _ in self.marks])
+        last = np.max(np.array(everyone), axis=0)
+        ts = np.maximum(0.0, np.array([d for _, d in self.marks]) - last)
+        grad_bytes = sum(4 * p.numel() for p in self.model.parameters() if p.requires_grad)
+        mean = float(ts.mean())
+        return {"bytes": int(grad_bytes), "mean_s": mean, "median_s": float(np.median(ts)), "n": len(ts),
+                "cv": float(ts.std(ddof=1) / mean) if mean > 0 and len(ts) > 1 else 0.0,
+                "ratio_quantiles": [float(q) for q in np.quantile(ts / mean, np.linspace(0.0, 1.0, RATIO_QUANTILES))]
+                if mean > 0 else [],
+                "method": "DDP training steps of the model on a fixed batch, timed by a communication hook"}
 
 
 def _forever(loader: DataLoader) -> Any:

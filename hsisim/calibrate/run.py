@@ -252,7 +252,16 @@ def calibrate(*, device: str, model: str, dataset: str, out: Path, quick: bool =
     profile["checkpoint"] = probes.checkpoint_probe(m, opt, checkpoint_dir)
     if world_size > 1:
         say(f"collective probe: {world_size} processes")
-        profile["collectives"] = probes.collective_probe(world_size, "nccl" if dev.type == "cuda" else "gloo")
+        # between two all-reduces: one training step at --batch with the threads each process gets
+        comp = profile["compute"]
+        if "by_threads" in comp:
+            share = max(1, cores // world_size)
+            fit = comp["by_threads"][min(comp["by_threads"], key=lambda t: abs(int(t) - share))]
+        else:
+            fit = comp
+        busy = min(0.05, max(0.001, fit["a_s"] + fit["c_s_per_sample"] * batch))
+        profile["collectives"] = probes.collective_probe(world_size, "nccl" if dev.type == "cuda" else "gloo",
+                                                         busy_s=busy, near=4 * int(profile["model"]["params"]))
     profile["probe_seconds"] = time.perf_counter() - t_start
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, lambda p: Path(p).write_text(json.dumps(profile, indent=2)))

@@ -6,6 +6,10 @@ available). The prediction comes from the same scenario moved onto this device (
 the GPU's catalog entry), driven by a calibration profile (given, or measured on the spot), and
 simulated by the micro simulation. On the CPU the training process gets the cores the loader
 workers leave free, in the real run and in the model alike.
+
+Step time and data wait are compared as 10 % trimmed means of the steps, measured and simulated
+alike. With two CPU processes, a hook on DDP's all-reduce splits every measured step into its
+computation, the wait for the slower rank and the all-reduce itself, and each is predicted too.
 """
 
 from __future__ import annotations
@@ -34,10 +38,12 @@ from hsisim.calibrate.models import forward_flops, param_count
 from hsisim.calibrate.run import Workload, catalog_gpu_for, dataset_for, parse_device, scene, workload
 from hsisim.errors import HsisimInputError
 from hsisim.montecarlo.store import atomic_write
-from hsisim.profile import FORMAT
+from hsisim.profile import FORMAT, load_profile
 from hsisim.resolve import resolve
 from hsisim.scenario import Scenario, load_scenario
-from hsisim.sim.micro import MicroSim
+from hsisim.sim.micro import MicroSim, gamma_draws
+
+TRIM = 0.1  # step statistics: the mean without the fastest and the slowest 10 % of steps
 
 
 def segments(steps: int, rounds: int) -> list[int]:
@@ -171,13 +177,12 @@ class Run:
 
     def result(self) -> dict[str, Any]:
         wa, to = np.array(self.waits), np.array(self.totals)
-        # medians: the machine is shared, and a neighbour's burst should not decide the comparison
-        out = {"step_time_s": float(np.median(to)), "step_time_mean_s": float(to.mean()),
-               "data_wait_fraction": float(np.median(wa) / np.median(to)), "data_wait_s": float(np.median(wa)),
-               "data_wait_fraction_of_sums": float(wa.sum() / to.sum()), "steps": len(to)}
-        if self.clock is not None:  # the computation around the gradients' all-reduce
-            out["compute_s"] = float(np.median(to - wa - (np.array(self.done) - np.array(self.handed))))
-        return out
+        return {**_summary(to, wa), "steps": len(to)}
+
+    def split(self) -> dict[str, float]:
+        """The computation around the gradients' all-reduce (CPU processes, timed by the hook)."""
+        comp = np.array(self.totals) - np.array(self.waits) - (np.array(self.done) - np.array(self.handed))
+        return {"compute_s": _trimmed(comp), "compute_mean_s": float(comp.mean())}
 
     def close(self) -> None:
         del self.it
@@ -198,7 +203,8 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
     try:
         with trainable(sc) as t:
             # the probe runs in every process at once: compute and builds under the same sharing of
-            # cores and memory bandwidth as the distributed run (the probe itself does not communicate)
+            # cores and memory bandwidth as the distributed run; on CPU processes its training steps
+            # synchronise their gradients as the run's do, and the all-reduce is taken out of its compute
             probe = _paired(sc, dev, t, ddp=dev.type == "cpu") if probe_too else None
             run = Run(sc, dev, threads, t, rank, world)
             seg_warmup = sc.loader.num_workers * sc.loader.prefetch_factor + 1
@@ -208,7 +214,12 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
                     probe.round()
                 dist.barrier()
                 run.segment(n, warmup if r == 0 else seg_warmup)
+            if probe is not None:  # a round after the last segment too, as on one process
+                dist.barrier()
+                probe.round()
             res: dict[str, Any] = run.result()
+            if run.clock is not None:
+                res.update(run.split())
             run.close()
             if run.clock is not None:
                 # the all-reduce in the steps, split by the ranks' hand-over times: the wait for the
@@ -219,26 +230,39 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
                 res["barrier_wait_s"] = float((last - np.array(run.handed)).mean())
                 res["allreduce_s"] = float((np.array(run.done) - last).mean())
             fits = probe.fits() if probe is not None else None
+            in_training = probe.allreduce() if probe is not None else None
             grad_bytes = 4 * int(t.model["params"])
-        # the all-reduce probe (message sizes around, not at, the gradient's) and the gradient's own
-        # all-reduce, alternated in the same processes
+        # the all-reduce probe (message sizes around, not at, the gradient's; 48 times each) and the
+        # gradient's own size, alternated in the same processes; on CPU processes as DDP issues them
         sizes = [2**k for k in range(14, 25) if not 0.8 < 2**k / grad_bytes < 1.25]
         sweep: dict[int, list[float]] = {n: [] for n in sizes}
         grad_ts: list[float] = []
+        # between two all-reduces, a training step's computation (the probe's, at this micro-batch)
+        busy = fits[0]["a_s"] + fits[0]["c_s_per_sample"] * sc.training.micro_batch if fits else 0.005
         for _ in range(4):
-            for n, ts in probes.time_allreduce(sizes, 8, dev).items():
+            if dev.type == "cpu":
+                got_sweep = probes.time_allreduce_ddp(sizes, 12, busy)
+                got_grad = probes.time_allreduce_ddp([grad_bytes], 16, busy)
+            else:
+                got_sweep = probes.time_allreduce(sizes, 12, dev, busy)
+                got_grad = probes.time_allreduce([grad_bytes], 16, dev, busy)
+            for n, ts in got_sweep.items():
                 sweep[n].extend(ts)
-            grad_ts.extend(probes.time_allreduce([grad_bytes], 16, dev)[grad_bytes])
+            grad_ts.extend(got_grad[grad_bytes])
         # the mean, like the prediction's: one all-reduce is heavy-tailed here (cv ~0.5-1), a step feels
         # the tail, and 64 of them put the mean within ~+-15 %
-        res["allreduce_alone_s"] = statistics.fmean(grad_ts)
-        res["allreduce_alone_median_s"] = statistics.median(grad_ts)
+        res["allreduce_probe_s"] = statistics.fmean(grad_ts)
+        res["allreduce_probe_median_s"] = statistics.median(grad_ts)
         coll = probes.fit_allreduce(sweep, world, "nccl" if dev.type == "cuda" else "gloo", near=grad_bytes)
+        coll["busy_s"] = busy
+        if in_training is not None:
+            coll["in_training"] = in_training
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, res)
         if rank == 0:
             merged = {k: max(g[k] for g in gathered) if k == "step_time_s" else statistics.mean(g[k] for g in gathered)
                       for k in res}
+            merged["step_time_by_rank_s"] = [g["step_time_s"] for g in gathered]
             Path(out).write_text(json.dumps({"measured": merged, "fits": fits, "collectives": coll}))
     finally:
         dist.destroy_process_group()
@@ -276,6 +300,24 @@ def _paired(sc: Scenario, dev: torch.device, t: Trainable, ddp: bool = False) ->
                               amp, handover=sc.loader.num_workers > 0, ddp=ddp)
 
 
+def _trimmed(x: np.ndarray) -> float:
+    """The mean of the middle 80 %: a neighbour's burst on a shared machine is cut off (a mean would
+    follow it), and a step time with two modes (a 2-process gloo step: the all-reduce's transport
+    threads awake or asleep) gives a stable value (its median jumps from one mode to the other)."""
+    from scipy import stats
+
+    return float(stats.trim_mean(x, TRIM))
+
+
+def _summary(steps: np.ndarray, waits: np.ndarray) -> dict[str, float]:
+    """Step time and data wait, like for like in the measurement and the prediction."""
+    step = _trimmed(steps)
+    return {"step_time_s": step, "data_wait_fraction": _trimmed(waits) / step, "data_wait_s": _trimmed(waits),
+            "step_time_median_s": float(np.median(steps)), "step_time_mean_s": float(steps.mean()),
+            "data_wait_fraction_of_medians": float(np.median(waits) / np.median(steps)),
+            "data_wait_fraction_of_sums": float(waits.sum() / steps.sum())}
+
+
 def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, profile: Path, steps: int
             ) -> tuple[dict[str, float], list[str]]:
     """The simulator's step time, data-wait fraction (and exposed all-reduce) for this device."""
@@ -288,25 +330,21 @@ def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, prof
              "overhead.image_pull=0", "overhead.init=0", "spot=null", "timings=null"]
     sc = load_scenario(scenario, local)
     job = resolve(sc)
-    # the same statistics as the measurement: medians of steady-state steps of the micro simulation
+    # the same statistics as the measurement, over 4,000 steady-state steps of the micro simulation
     sim = MicroSim(job, np.random.default_rng(1), start_workers=False)
     sim.run(64)
     tr = sim.run(4000)
-    step = float(np.median(tr.duration))
-    mean = float(tr.duration.mean())
-    pred = {"step_time_s": step, "step_time_mean_s": mean,
-            "data_wait_fraction": float(np.median(tr.data)) / step, "data_wait_s": float(np.median(tr.data)),
-            "data_wait_fraction_of_means": float(tr.data.mean()) / mean,
-            "compute_s": float(np.median(tr.compute)), "comm_s": float(tr.comm.mean())}
+    draws = gamma_draws(np.random.default_rng(2), job.compute_s, job.compute_cv, 4000)
+    pred = {**_summary(tr.duration, tr.data), "compute_s": _trimmed(draws), "compute_mean_s": job.compute_s,
+            "comm_s": float(tr.comm.mean())}
     if world > 1:  # one all-reduce of every gradient, as the measurement times it
         inst = catalog.instance(sc.cluster.instance)
         link = catalog.link(inst.intra)
-        raw = json.loads(Path(profile).read_text())
-        coll = raw.get("collectives") or {}
-        alpha = coll.get("alpha_per_hop_s", link.latency_s)
-        bw = coll.get("bus_bw_bytes_per_s", link.effective_bytes_per_s)
-        grad_bytes = 4.0 * raw["model"]["params"]
-        pred["allreduce_alone_s"] = collectives.ring_allreduce(grad_bytes, world, alpha, bw)
+        prof = load_profile(profile)
+        coll = prof.collectives or {}
+        pred["allreduce_probe_s"] = collectives.ring_allreduce(
+            4.0 * prof.model["params"], world, coll.get("alpha_per_hop_s", link.latency_s),
+            coll.get("bus_bw_bytes_per_s", link.effective_bytes_per_s))
         # in a training step: the all-reduce itself, and the ranks' wait for the slowest before it
         pred["allreduce_s"] = float(tr.comm.mean())
         pred["barrier_wait_s"] = float(tr.waited.mean())
@@ -371,7 +409,7 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
         predicted, notes = predict(scenario, sets, dev, world_size, prof_path, steps)
     # the all-reduce in a step is measured by a hook on CPU processes (on a GPU its kernels run
     # asynchronously, and only the all-reduce alone is timed)
-    keys = [k for k in ("step_time_s", "data_wait_fraction", "allreduce_s", "barrier_wait_s", "allreduce_alone_s")
+    keys = [k for k in ("step_time_s", "data_wait_fraction", "allreduce_s", "barrier_wait_s", "allreduce_probe_s")
             if k in measured]
     errors = {k: 100.0 * (predicted[k] - measured[k]) / measured[k] if measured[k] > 0 else math.nan for k in keys}
     # a fraction near zero has no meaningful relative error: also give the difference in points

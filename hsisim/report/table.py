@@ -236,7 +236,7 @@ def print_validation(res: dict[str, Any], console: Console) -> None:
     for key, label in (("compute_s", "computation in a step"),
                        ("barrier_wait_s", "wait for the slowest rank in a step"),
                        ("allreduce_s", "all-reduce in a step"),
-                       ("allreduce_alone_s", "one all-reduce of the gradients, alone")):
+                       ("allreduce_probe_s", "the gradients' all-reduce in the collective probe")):
         if key in m and key in p:
             err = f"{e[key]:+.1f} %" if key in e else f"{100.0 * (p[key] - m[key]) / m[key]:+.1f} %"
             t.add_row(label, f"{m[key] * 1e3:.2f} ms", f"{p[key] * 1e3:.2f} ms", err)

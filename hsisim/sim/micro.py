@@ -36,7 +36,7 @@ class StepTrace:
         return len(self.duration)
 
 
-def _positive(rng: np.random.Generator, mean: float, cv: float, n: int) -> np.ndarray:
+def gamma_draws(rng: np.random.Generator, mean: float, cv: float, n: int) -> np.ndarray:
     """n draws with the given mean and coefficient of variation (gamma; constant when cv = 0)."""
     if cv <= 0 or mean <= 0:
         return np.full(n, mean)
@@ -131,8 +131,11 @@ class MicroSim:
             waited = sum(last - t for t, _, _ in self._arrived) / self.p
             self._arrived = []
             comm = job.comm_exposed_s
-            if job.comm_cv and comm > 0:
-                comm = float(_positive(self.rng, comm, job.comm_cv, 1)[0])
+            if comm > 0 and job.comm_quantiles:  # the measured shape, by its inverse distribution function
+                q = job.comm_quantiles
+                comm *= float(np.interp(self.rng.random(), np.linspace(0.0, 1.0, len(q)), q))
+            elif job.comm_cv and comm > 0:
+                comm = float(gamma_draws(self.rng, comm, job.comm_cv, 1)[0])
             yield env.timeout(comm)
             d = env.now - self._t_prev
             self._t_prev = env.now
@@ -148,13 +151,13 @@ class MicroSim:
     # -- random draws (pre-drawn in blocks for speed) -------------------------------------------
     def _draw_compute(self) -> float:
         job = self.job
-        return float(_positive(self.rng, job.compute_s, job.compute_cv, 1)[0]) if job.compute_cv else job.compute_s
+        return float(gamma_draws(self.rng, job.compute_s, job.compute_cv, 1)[0]) if job.compute_cv else job.compute_s
 
     def _draw_build(self) -> float:
         job = self.job
         if not job.batch_build_cv:
             return job.batch_build_s
-        return float(_positive(self.rng, job.batch_build_s, job.batch_build_cv, 1)[0])
+        return float(gamma_draws(self.rng, job.batch_build_s, job.batch_build_cv, 1)[0])
 
     # -- driving ------------------------------------------------------------------------------
     def run(self, n_steps: int) -> StepTrace:
