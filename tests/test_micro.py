@@ -162,3 +162,17 @@ def test_random_all_reduce_keeps_its_mean_and_spread() -> None:
     fixed = MicroSim(make_job(comm_exposed_s=0.1, comm_total_s=0.1), np.random.default_rng(3),
                      start_workers=False).run(100)
     assert np.all(fixed.comm == 0.1)
+
+
+def test_measured_all_reduce_shape_is_drawn_by_its_inverse_distribution() -> None:
+    from hsisim.profile import _quantiles
+
+    q = _quantiles([0.2] * 20 + [1.8] * 21)  # two modes, as gloo on a shared CPU host shows
+    job = make_job(comm_exposed_s=0.1, comm_total_s=0.1, comm_cv=0.5, comm_quantiles=q)
+    tr = MicroSim(job, np.random.default_rng(8), start_workers=False).run(4000)
+    n = len(tr.comm)
+    assert abs(tr.comm.mean() - 0.1) <= 3.29 * tr.comm.std(ddof=1) / math.sqrt(n)
+    # below the ramp between the modes: u < 19.5 / 40 (the draw interpolates between quantiles)
+    fast = float(np.mean(tr.comm < 0.1))
+    assert abs(fast - 19.5 / 40) <= 4 * math.sqrt(0.25 / n)
+    assert tr.comm.min() == pytest.approx(0.1 * q[0]) and tr.comm.max() == pytest.approx(0.1 * q[-1])

@@ -63,3 +63,44 @@ def test_bad_profiles_are_input_errors(tmp_path: Path) -> None:
         load_profile(bad)
     with pytest.raises(HsisimInputError, match="not found"):
         load_profile(tmp_path / "none.json")
+
+
+def _two_process_profile(tmp_path: Path, in_training_bytes: float) -> Path:
+    prof = json.loads(_profile(tmp_path, cores=2).read_text())
+    prof["model"]["params"] = 100_000
+    bimodal = [0.2] * 20 + [1.8] * 21  # transport threads awake (fast) or asleep (slow), about half each
+    prof["collectives"].update({"world_size": 2, "ratio_quantiles": bimodal,
+                                "in_training": {"bytes": in_training_bytes, "mean_s": 0.0031,
+                                                "ratio_quantiles": bimodal}})
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(prof))
+    return path
+
+
+def test_the_models_own_all_reduce_from_ddp_training_steps_when_the_gradients_match(tmp_path: Path) -> None:
+    from hsisim import catalog
+
+    sets = ["cluster.instance=local-cpu-x2", "training.global_batch=128"]
+    grad_bytes = 4.0 * catalog.model("hybridsn").stats(15, 9, 16).params  # the data-bound scenario's model
+    own = resolve(load_scenario(DATA_BOUND, [f"calibration={_two_process_profile(tmp_path, grad_bytes)}", *sets]))
+    assert own.comm_exposed_s == own.comm_total_s == pytest.approx(0.0031)
+    assert own.comm_quantiles and any("DDP training steps" in n for n in own.notes)
+    # normalised so that drawing by interpolation keeps the mean
+    q = own.comm_quantiles
+    assert sum((a + b) / 2 for a, b in zip(q, q[1:], strict=False)) / (len(q) - 1) == pytest.approx(1.0)
+    other = resolve(load_scenario(DATA_BOUND, [f"calibration={_two_process_profile(tmp_path, 2 * grad_bytes)}",
+                                               *sets]))
+    assert other.comm_exposed_s != pytest.approx(0.0031)  # another model's gradients: the fitted line
+    assert any("from the profile's probe" in n for n in other.notes)
+    assert not any("DDP training steps" in n for n in other.notes)
+    assert other.comm_quantiles == own.comm_quantiles  # the probe's shape either way
+
+
+@pytest.mark.parametrize("quantiles", [[1.0], [1.2, 0.8], [-0.1, 1.0, 2.0], [0.0, 0.0]])
+def test_bad_all_reduce_quantiles_are_input_errors(quantiles: list[float], tmp_path: Path) -> None:
+    prof = json.loads(_profile(tmp_path).read_text())
+    prof["collectives"]["ratio_quantiles"] = quantiles
+    bad = tmp_path / "q.json"
+    bad.write_text(json.dumps(prof))
+    with pytest.raises(HsisimInputError, match="ratio_quantiles"):
+        load_profile(bad)
