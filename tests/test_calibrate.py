@@ -143,6 +143,7 @@ def _clock_worker(rank: int, port: int, out: str) -> None:
     from torch.nn.parallel import DistributedDataParallel
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    finished = False
     try:
         torch.manual_seed(0)
         model = DistributedDataParallel(torch.nn.Linear(3, 2))
@@ -160,8 +161,10 @@ def _clock_worker(rank: int, port: int, out: str) -> None:
         dist.all_gather_object(got, {"handed": handed, "done": done, "grads": grads, "raised": raised})
         if rank == 0:
             Path(out).write_text(json.dumps(got))
+        del model, clock
+        finished = True
     finally:
-        dist.destroy_process_group()
+        probes.end_group(finished)
 
 
 def test_comm_clock_averages_like_ddp_and_times_the_all_reduce(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -87,7 +88,7 @@ def test_the_models_own_all_reduce_from_ddp_training_steps_when_the_gradients_ma
     assert own.comm_quantiles and any("DDP training steps" in n for n in own.notes)
     # normalised so that drawing by interpolation keeps the mean
     q = own.comm_quantiles
-    assert sum((a + b) / 2 for a, b in zip(q, q[1:], strict=False)) / (len(q) - 1) == pytest.approx(1.0)
+    assert sum((a + b) / 2 for a, b in itertools.pairwise(q)) / (len(q) - 1) == pytest.approx(1.0)
     other = resolve(load_scenario(DATA_BOUND, [f"calibration={_two_process_profile(tmp_path, 2 * grad_bytes)}",
                                                *sets]))
     assert other.comm_exposed_s != pytest.approx(0.0031)  # another model's gradients: the fitted line

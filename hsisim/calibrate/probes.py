@@ -390,6 +390,7 @@ def time_allreduce_ddp(sizes: list[int], reps: int, busy_s: float = 0.005) -> di
         dist.all_gather_object(everyone, handed)
         last = np.max(np.array(everyone), axis=0)
         times[n] = [float(x) for x in np.maximum(0.0, np.array(done) - last)]
+        del model, clock
     return times
 
 
@@ -419,12 +420,26 @@ def fit_allreduce(times: dict[int, list[float]], world: int, backend: str, near:
             "points": [{"bytes": n, "mean_s": t} for n, t in rows]}
 
 
+def end_group(finished: bool) -> None:
+    """Destroy the process group; when every rank finished, only after DDP models are freed and every
+    rank is here (a DDP reducer or a hook's future outliving the group aborts the process at exit)."""
+    import gc
+
+    import torch.distributed as dist
+
+    if finished:
+        gc.collect()
+        dist.barrier()
+    dist.destroy_process_group()
+
+
 def _allreduce_worker(rank: int, world: int, port: int, backend: str, sizes: list[int], reps: int, busy_s: float,
                       out: str) -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    finished = False
     try:
         if backend == "nccl":
             times = time_allreduce(sizes, reps, torch.device("cuda", rank), busy_s)
@@ -432,8 +447,9 @@ def _allreduce_worker(rank: int, world: int, port: int, backend: str, sizes: lis
             times = time_allreduce_ddp(sizes, reps, busy_s)
         if rank == 0:
             Path(out).write_text(json.dumps({str(n): ts for n, ts in times.items()}))
+        finished = True
     finally:
-        dist.destroy_process_group()
+        end_group(finished)
 
 
 def collective_probe(world: int, backend: str, sizes: list[int] | None = None, reps: int = 24,

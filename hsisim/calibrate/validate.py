@@ -200,6 +200,9 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
     torch.set_num_threads(threads)
     dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
+    finished = False
+    probe: probes.PairedProbe | None = None
+    run: Run | None = None
     try:
         with trainable(sc) as t:
             # the probe runs in every process at once: compute and builds under the same sharing of
@@ -264,8 +267,10 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
                       for k in res}
             merged["step_time_by_rank_s"] = [g["step_time_s"] for g in gathered]
             Path(out).write_text(json.dumps({"measured": merged, "fits": fits, "collectives": coll}))
+        finished = True
     finally:
-        dist.destroy_process_group()
+        probe = run = None  # their DDP models go before the group does
+        probes.end_group(finished)
 
 
 def _profile(sc: Scenario, dev: torch.device, threads: int, fits: Any, t: Trainable,
