@@ -498,7 +498,7 @@ class PairedProbe:
 
             self.model = DistributedDataParallel(self.model)
             self.clock = CommClock(self.model)
-        self.marks: list[tuple[float, float]] = []  # (hand-over, completion) of every timed step's all-reduce
+        self.marks: list[tuple[float, float]] = []  # (hand-over, completion) of the largest batch's all-reduces
         self.inputs = {b: net.batch(b, device) for b in batches}
         self.loaders = {b: iter(_forever(DataLoader(ds, batch_size=b, shuffle=True, num_workers=0, drop_last=True)))
                         for b in batches}
@@ -531,7 +531,10 @@ class PairedProbe:
                 if i >= warmup:
                     self.build[b].append(t_build)
                     self.step[b].append(t_step)
-                    if mark is not None:
+                    if mark is not None and b == self.batches[-1]:
+                        # the all-reduce after the largest batch's computation: the threads that carry
+                        # it sleep as long as in training at that micro-batch (after a shorter
+                        # computation they are more often still awake, and it is faster)
                         self.marks.append(mark)
                     if self.workers:
                         self.handover[b].append(t_hand)

@@ -214,12 +214,12 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
             for r, n in enumerate(segments(steps, rounds)):
                 if probe is not None:
                     dist.barrier()
-                    probe.round()
+                    probe.round(pairs=5)
                 dist.barrier()
                 run.segment(n, warmup if r == 0 else seg_warmup)
             if probe is not None:  # a round after the last segment too, as on one process
                 dist.barrier()
-                probe.round()
+                probe.round(pairs=5)
             res: dict[str, Any] = run.result()
             if run.clock is not None:
                 res.update(run.split())
