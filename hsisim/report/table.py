@@ -225,7 +225,8 @@ def print_validation(res: dict[str, Any], console: Console) -> None:
                   f"{res['warmup']} warm-up")
     for note in res["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}")
-    t = Table(title="Measured vs predicted")
+    t = Table(title="Measured vs predicted",
+              caption="step time and data wait: means of the steps without the fastest and slowest 10 %")
     for col in ("quantity", "measured", "predicted", "error"):
         t.add_column(col, justify="right")
     m, p, e = res["measured"], res["predicted"], res["error_pct"]
