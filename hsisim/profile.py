@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,13 @@ class Profile:
         if threads is None or list(self.compute) == [0]:
             key = max(self.compute)
             return self.compute[key], key
-        key = min(self.compute, key=lambda t: (abs(t - threads), -t))
+        key = nearest_count(self.compute, threads)
         return self.compute[key], key
+
+
+def nearest_count(counts: Iterable[int], threads: int) -> int:
+    """The measured thread count nearest ``threads`` (the larger on a tie)."""
+    return min(counts, key=lambda t: (abs(t - threads), -t))
 
 
 def _fit(d: Any, where: str) -> LinearCost:

@@ -129,10 +129,12 @@ def resolve(sc: Scenario) -> Job:
     intra_alpha, intra_bw = intra.latency_s, intra.effective_bytes_per_s
     comm_cv = 0.0
     comm_quantiles: tuple[float, ...] = ()
-    if prof is not None and prof.collectives and prof.catalog_gpu == gpu.name and sc.cluster.nodes == 1:
-        intra_alpha, intra_bw = prof.collectives["alpha_per_hop_s"], prof.collectives["bus_bw_bytes_per_s"]
-        comm_cv = prof.collectives.get("cv", 0.0)
-        comm_quantiles = prof.allreduce_quantiles
+    # a profile's collectives hold for processes of the machine it measured, on one node
+    here = prof if prof is not None and prof.catalog_gpu == gpu.name and sc.cluster.nodes == 1 else None
+    if here is not None and here.collectives:
+        intra_alpha, intra_bw = here.collectives["alpha_per_hop_s"], here.collectives["bus_bw_bytes_per_s"]
+        comm_cv = here.collectives.get("cv", 0.0)
+        comm_quantiles = here.allreduce_quantiles
         notes.append(f"all-reduce between the processes of this machine from the profile's probe: α "
                      f"{intra_alpha * 1e6:.0f} us per hop, {intra_bw / 1e9:.2f} GB/s bus bandwidth")
     topo = collectives.Topology(sc.cluster.nodes, inst.gpus, intra_alpha, intra_bw,
@@ -146,9 +148,8 @@ def resolve(sc: Scenario) -> Job:
         # gloo reduces on the CPU, in threads that need the cores the backward pass is using:
         # on a CPU device the all-reduce does not hide behind computation
         comm_exposed = comm_total
-        own = prof.allreduce_in_training if prof is not None and prof.catalog_gpu == gpu.name else None
-        if own is not None and prof is not None and prof.allreduce_world == world and sc.cluster.nodes == 1 \
-                and abs(own[0] / grad_bytes - 1) < 0.01:
+        own = here.allreduce_in_training if here is not None and here.allreduce_world == world else None
+        if own is not None and abs(own[0] / grad_bytes - 1) < 0.01:
             # this model's own gradients, all-reduced in DDP training steps on this machine: what a step
             # waits for after the last rank's hand-over, with its measured shape
             comm_total = comm_exposed = own[1]

@@ -141,6 +141,35 @@ def rank_spread(per_rank: list[list[float]]) -> float:
     return float(np.sqrt(rows.var(axis=0, ddof=1).mean()))
 
 
+def busy(seconds: float, work: torch.Tensor) -> None:
+    """Keep this process computing for ``seconds`` (square matrix products), as a training step would."""
+    t = time.perf_counter()
+    while time.perf_counter() - t < seconds:
+        work @ work
+
+
+def after_last_handover(handed: list[float], done: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Per step, split this rank's all-reduce by every rank's hand-over times (every rank calls it).
+
+    ``handed[i]``/``done[i]``: this rank's hand-over and completion on step i (a :class:`CommClock`).
+    Returns (the wait for the last rank to hand over, the all-reduce from that hand-over to completion).
+    """
+    import torch.distributed as dist
+
+    everyone: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, list(handed))
+    last = np.max(np.array(everyone), axis=0)
+    return last - np.array(handed), np.maximum(0.0, np.array(done) - last)
+
+
+RATIO_QUANTILES = 41  # every 2.5 %
+
+
+def ratio_quantiles(ratios: np.ndarray) -> list[float]:
+    """``RATIO_QUANTILES`` evenly spaced quantiles of one all-reduce's time / mean."""
+    return [float(q) for q in np.quantile(ratios, np.linspace(0.0, 1.0, RATIO_QUANTILES))]
+
+
 def make_optimizer(model: nn.Module, name: str) -> torch.optim.Optimizer:
     if name == "sgd":
         return torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
@@ -335,9 +364,7 @@ def time_allreduce(sizes: list[int], reps: int, dev: torch.device, busy_s: float
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             dist.barrier()
-            t = time.perf_counter()
-            while time.perf_counter() - t < busy_s:
-                work @ work
+            busy(busy_s, work)
             t0 = time.perf_counter()
             dist.all_reduce(x)
             if dev.type == "cuda":
@@ -357,9 +384,7 @@ class _Gradient(nn.Module):
         self.work = torch.randn(256, 256)
 
     def forward(self) -> torch.Tensor:
-        t = time.perf_counter()
-        while time.perf_counter() - t < self.busy_s:
-            self.work @ self.work
+        busy(self.busy_s, self.work)
         return self.w.sum()
 
 
@@ -371,10 +396,8 @@ def time_allreduce_ddp(sizes: list[int], reps: int, busy_s: float = 0.005) -> di
     of the gradient to the completion, as a training step waits for it. The ranks arrive at
     slightly different times, as they do in training, and the first to arrive has begun its part.
     """
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    world = dist.get_world_size()
     times: dict[int, list[float]] = {}
     for n in sizes:
         model = DistributedDataParallel(_Gradient(max(1, n // 4), busy_s))
@@ -386,15 +409,9 @@ def time_allreduce_ddp(sizes: list[int], reps: int, busy_s: float = 0.005) -> di
             if i >= 2:
                 handed.append(h)
                 done.append(d)
-        everyone: list[Any] = [None] * world
-        dist.all_gather_object(everyone, handed)
-        last = np.max(np.array(everyone), axis=0)
-        times[n] = [float(x) for x in np.maximum(0.0, np.array(done) - last)]
+        times[n] = [float(x) for x in after_last_handover(handed, done)[1]]
         del model, clock
     return times
-
-
-RATIO_QUANTILES = 41  # every 2.5 %
 
 
 def fit_allreduce(times: dict[int, list[float]], world: int, backend: str, near: int | None = None) -> dict[str, Any]:
@@ -416,7 +433,7 @@ def fit_allreduce(times: dict[int, list[float]], world: int, backend: str, near:
     ratios = np.concatenate([np.asarray(times[n]) / statistics.fmean(times[n]) for n in pick if times[n]])
     return {"backend": backend, "world_size": world, "alpha_s": a, "alpha_per_hop_s": a / (2 * (world - 1)),
             "bus_bw_bytes_per_s": 1 / inv_bw if inv_bw > 0 else math.inf, "r2": r2, "cv": cv,
-            "ratio_quantiles": [float(q) for q in np.quantile(ratios, np.linspace(0.0, 1.0, RATIO_QUANTILES))],
+            "ratio_quantiles": ratio_quantiles(ratios),
             "points": [{"bytes": n, "mean_s": t} for n, t in rows]}
 
 
@@ -572,18 +589,12 @@ class PairedProbe:
         hand-over to the completion, its mean, spread and shape (quantiles of time / mean)."""
         if self.clock is None or not self.marks:
             return None
-        import torch.distributed as dist
-
-        everyone: list[Any] = [None] * dist.get_world_size()
-        dist.all_gather_object(everyone, [h for h, _ in self.marks])
-        last = np.max(np.array(everyone), axis=0)
-        ts = np.maximum(0.0, np.array([d for _, d in self.marks]) - last)
+        ts = after_last_handover([h for h, _ in self.marks], [d for _, d in self.marks])[1]
         grad_bytes = sum(4 * p.numel() for p in self.model.parameters() if p.requires_grad)
         mean = float(ts.mean())
         return {"bytes": int(grad_bytes), "mean_s": mean, "median_s": float(np.median(ts)), "n": len(ts),
                 "cv": float(ts.std(ddof=1) / mean) if mean > 0 and len(ts) > 1 else 0.0,
-                "ratio_quantiles": [float(q) for q in np.quantile(ts / mean, np.linspace(0.0, 1.0, RATIO_QUANTILES))]
-                if mean > 0 else [],
+                "ratio_quantiles": ratio_quantiles(ts / mean) if mean > 0 else [],
                 "method": "DDP training steps of the model on a fixed batch, timed by a communication hook"}
 
 
@@ -607,9 +618,7 @@ def handover_probe(ds: Dataset, batches: list[int], fetches: int = 20, work_s: f
         next(it)
         ts = []
         for _ in range(fetches):
-            t = time.perf_counter()
-            while time.perf_counter() - t < work_s:
-                a_mat @ a_mat
+            busy(work_s, a_mat)
             t0 = time.perf_counter()
             next(it)
             ts.append(time.perf_counter() - t0)

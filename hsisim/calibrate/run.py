@@ -27,7 +27,7 @@ from hsisim.calibrate.data import PatchDataset, fit_preprocess, make_scene, offl
 from hsisim.calibrate.models import MODELS, forward_flops, param_count
 from hsisim.errors import HsisimInputError
 from hsisim.montecarlo.store import atomic_write
-from hsisim.profile import FORMAT
+from hsisim.profile import FORMAT, nearest_count
 
 # the patch sizes of each model's paper (Indian Pines); PCA components where the model takes them
 DEFAULT_PATCH = {"hamida": 5, "hybridsn": 25, "ssrn": 7, "ssftt": 13, "spectralformer": 7}
@@ -255,8 +255,7 @@ def calibrate(*, device: str, model: str, dataset: str, out: Path, quick: bool =
         # between two all-reduces: one training step at --batch with the threads each process gets
         comp = profile["compute"]
         if "by_threads" in comp:
-            share = max(1, cores // world_size)
-            fit = comp["by_threads"][min(comp["by_threads"], key=lambda t: abs(int(t) - share))]
+            fit = comp["by_threads"][str(nearest_count(map(int, comp["by_threads"]), max(1, cores // world_size)))]
         else:
             fit = comp
         busy = min(0.05, max(0.001, fit["a_s"] + fit["c_s_per_sample"] * batch))

@@ -221,17 +221,12 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
                 dist.barrier()
                 probe.round(pairs=5)
             res: dict[str, Any] = run.result()
-            if run.clock is not None:
-                res.update(run.split())
             run.close()
             if run.clock is not None:
                 # the all-reduce in the steps, split by the ranks' hand-over times: the wait for the
                 # slowest rank, then the all-reduce itself (from the last hand-over to completion)
-                marks: list[Any] = [None] * world
-                dist.all_gather_object(marks, run.handed)
-                last = np.max(np.array(marks), axis=0)
-                res["barrier_wait_s"] = float((last - np.array(run.handed)).mean())
-                res["allreduce_s"] = float((np.array(run.done) - last).mean())
+                waited, reduced = probes.after_last_handover(run.handed, run.done)
+                res.update(run.split(), barrier_wait_s=float(waited.mean()), allreduce_s=float(reduced.mean()))
             fits = probe.fits() if probe is not None else None
             in_training = probe.allreduce() if probe is not None else None
             grad_bytes = 4 * int(t.model["params"])
