@@ -12,16 +12,27 @@ from abc import abstractmethod
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy import special
 
-from hsisim import units
-
-Seconds = Annotated[float, BeforeValidator(units.duration)]
+from hsisim.fields import Number, Seconds
 
 
 class _Dist(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _finite_moments(self) -> _Dist:
+        # finite parameters can still give an infinite mean (a Weibull shape of 1e-9, a lognormal
+        # sigma of 30): nothing downstream can simulate or bill such a law
+        try:
+            finite = math.isfinite(self.mean) and math.isfinite(self.variance)
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise ValueError(f"this {self.__class__.__name__.lower()} law has no finite mean and variance; "
+                             "check its parameters")
+        return self
 
     # pydantic's model metaclass derives from ABCMeta, so these are enforced on subclasses
     @property
@@ -62,9 +73,9 @@ class Exponential(_Dist):
 
     dist: Literal["exponential"]
     mean_s: Seconds | None = Field(default=None, alias="mean")
-    rate_per_hour: float | None = Field(default=None, gt=0)
+    rate_per_hour: Number | None = Field(default=None, gt=0)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_parameter(self) -> Exponential:
@@ -92,7 +103,7 @@ class LogNormal(_Dist):
 
     dist: Literal["lognormal"]
     median: Seconds
-    sigma: float = Field(ge=0)
+    sigma: Number = Field(ge=0, le=20)
 
     @property
     def mean(self) -> float:
@@ -111,7 +122,7 @@ class Weibull(_Dist):
     """Weibull with ``shape`` k and ``scale`` λ: mean λΓ(1 + 1/k)."""
 
     dist: Literal["weibull"]
-    shape: float = Field(gt=0)
+    shape: Number = Field(gt=0)
     scale: Seconds
 
     @property
@@ -132,7 +143,7 @@ class Gamma(_Dist):
     """Gamma with ``shape`` k and ``scale`` θ: mean kθ, variance kθ²."""
 
     dist: Literal["gamma"]
-    shape: float = Field(gt=0)
+    shape: Number = Field(gt=0)
     scale: Seconds
 
     @property

@@ -12,20 +12,16 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from hsisim import units
+from hsisim import units, yamlsafe
 from hsisim.distributions import Constant, Distribution, Empirical, Exponential, Gamma, LogNormal, Weibull
 from hsisim.errors import HsisimInputError
-
-Seconds = Annotated[float, BeforeValidator(units.duration, json_schema_input_type=str | float)]
-Bytes = Annotated[float, BeforeValidator(units.size, json_schema_input_type=str | float)]
-BytesPerSecond = Annotated[float, BeforeValidator(units.bandwidth, json_schema_input_type=str | float)]
+from hsisim.fields import Bytes, Count, Flag, Number, Seconds
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
 
 class DatasetSpec(_Section):
@@ -34,13 +30,13 @@ class DatasetSpec(_Section):
     name: str | None = Field(default=None, description="a catalog dataset")
     factory: str | None = Field(default=None, description="MODULE:CALLABLE or FILE.py:CALLABLE returning a Dataset")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the factory")
-    patch: int | None = Field(default=None, ge=1, le=63, description="spatial patch side in pixels")
-    pca_components: int | None = Field(default=None, ge=1, description="bands after PCA, for PCA-input models")
+    patch: Count | None = Field(default=None, ge=1, le=63, description="spatial patch side in pixels")
+    pca_components: Count | None = Field(default=None, ge=1, description="bands after PCA, for PCA-input models")
     storage: Literal["in_memory", "memmap", "envi", "hdf5", "zarr", "network_fs"] = "memmap"
     preprocess: Literal["offline", "getitem"] = Field(
         default="offline", description="offline: PCA and normalisation precomputed; getitem: done per sample")
     augmentation: Literal["none", "flip_rotate"] = "none"
-    train_fraction: float = Field(default=1.0, gt=0, le=1, description="share of labelled pixels used for training")
+    train_fraction: Number = Field(default=1.0, gt=0, le=1, description="share of labelled pixels used for training")
 
     @model_validator(mode="after")
     def _source(self) -> DatasetSpec:
@@ -59,8 +55,8 @@ class ModelSpec(_Section):
     kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the factory")
     precision: Literal["fp32", "tf32", "amp_fp16", "amp_bf16", "fp16", "bf16"] = "fp32"
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
-    activation_checkpointing: bool = False
-    zero_stage: int = Field(default=0, ge=0, le=3)
+    activation_checkpointing: Flag = False
+    zero_stage: Count = Field(default=0, ge=0, le=3)
 
     @model_validator(mode="after")
     def _source(self) -> ModelSpec:
@@ -72,11 +68,11 @@ class ModelSpec(_Section):
 
 
 class TrainingSpec(_Section):
-    epochs: int | None = Field(default=None, ge=1)
-    steps: int | None = Field(default=None, ge=1, description="optimizer steps, instead of epochs")
-    global_batch: int = Field(ge=1)
-    micro_batch: int = Field(ge=1)
-    repeats: int = Field(default=1, ge=1, description="times each training sample is visited per epoch")
+    epochs: Count | None = Field(default=None, ge=1)
+    steps: Count | None = Field(default=None, ge=1, description="optimizer steps, instead of epochs")
+    global_batch: Count = Field(ge=1)
+    micro_batch: Count = Field(ge=1)
+    repeats: Count = Field(default=1, ge=1, description="times each training sample is visited per epoch")
 
     @model_validator(mode="after")
     def _length(self) -> TrainingSpec:
@@ -86,17 +82,17 @@ class TrainingSpec(_Section):
 
 
 class LoaderSpec(_Section):
-    num_workers: int = Field(default=0, ge=0, le=256)
-    prefetch_factor: int = Field(default=2, ge=1, le=64)
-    pin_memory: bool = False
-    persistent_workers: bool = False
+    num_workers: Count = Field(default=0, ge=0, le=256)
+    prefetch_factor: Count = Field(default=2, ge=1, le=64)
+    pin_memory: Flag = False
+    persistent_workers: Flag = False
 
 
 class ClusterSpec(_Section):
     instance: str
-    nodes: int = Field(default=1, ge=1, le=4096)
+    nodes: Count = Field(default=1, ge=1, le=4096)
     market: Literal["on_demand", "spot"] = "on_demand"
-    on_demand_nodes: int = Field(default=0, ge=0, description="with market spot: nodes kept on-demand (mixed)")
+    on_demand_nodes: Count = Field(default=0, ge=0, description="with market spot: nodes kept on-demand (mixed)")
     collective: Literal["ring", "tree", "hierarchical"] = "ring"
 
     @model_validator(mode="after")
@@ -130,29 +126,33 @@ Hazard = Annotated[
 
 class SpotSpec(_Section):
     hazard: Hazard = Field(description="lifetime law of each spot node, from its boot")
-    correlated_rate_per_hour: float = Field(default=0.0, ge=0, description="zone-wide reclaims of every spot node")
+    correlated_rate_per_hour: Number = Field(default=0.0, ge=0, description="zone-wide reclaims of every spot node")
     notice: Seconds = 120.0
     replacement_delay: Distribution | None = None
     recovery: Literal["restart", "elastic", "fallback_on_demand"] = "restart"
-    fallback_after: int | None = Field(default=None, ge=1, description="interruptions before moving to on-demand")
+    fallback_after: Count | None = Field(default=None, ge=1, description="interruptions before moving to on-demand")
     fallback_wait_limit: Seconds | None = Field(default=None, description="capacity wait that triggers on-demand")
-    bill_survivors: bool = Field(default=True, description="surviving nodes stay billed while the job waits")
+    bill_survivors: Flag = Field(default=True, description="surviving nodes stay billed while the job waits")
 
     @model_validator(mode="after")
     def _fallback(self) -> SpotSpec:
         if self.recovery == "fallback_on_demand" and self.fallback_after is None and self.fallback_wait_limit is None:
             raise ValueError("recovery 'fallback_on_demand' needs 'fallback_after' or 'fallback_wait_limit'")
+        h = self.hazard
+        if isinstance(h, Constant | Exponential | LogNormal | Weibull | Gamma | Empirical) and not h.mean > 0:
+            raise HsisimInputError("a spot node's lifetime must be positive on average (a lifetime of 0 would "
+                                   "reclaim every node as it boots)", key="spot.hazard")
         return self
 
 
 class CheckpointSpec(_Section):
     policy: Literal["none", "fixed", "young", "daly", "optimal", "on_notice"] = "none"
-    on_notice: bool = Field(default=False, description="also write an emergency checkpoint on a spot notice")
+    on_notice: Flag = Field(default=False, description="also write an emergency checkpoint on a spot notice")
     interval: Seconds | None = Field(default=None, gt=0, description="training progress between checkpoints")
-    every_steps: int | None = Field(default=None, ge=1)
+    every_steps: Count | None = Field(default=None, ge=1)
     storage: Literal["local_nvme", "ebs", "s3", "fsx"] = "s3"
-    async_: bool = Field(default=False, alias="async")
-    keep_last: int = Field(default=2, ge=1)
+    async_: Flag = Field(default=False, alias="async")
+    keep_last: Count = Field(default=2, ge=1)
     write_time: Seconds | None = None
     restore_time: Seconds | None = None
 
@@ -187,9 +187,9 @@ def _price(value: Any) -> dict[str, Any]:
 
 
 class Price(_Section):
-    fraction_of_on_demand: float | None = None
-    usd_per_hour: float | None = None
-    trace: bool = False
+    fraction_of_on_demand: Number | None = None
+    usd_per_hour: Number | None = None
+    trace: Flag = False
 
 
 class PriceTraceSpec(_Section):
@@ -204,16 +204,16 @@ class PriceTraceSpec(_Section):
 class CostSpec(_Section):
     spot_price: Annotated[Price, BeforeValidator(_price, json_schema_input_type=str | float)] | None = None
     on_demand_price: Annotated[Price, BeforeValidator(_price, json_schema_input_type=str | float)] | None = None
-    storage_usd_per_gb_month: float = Field(default=0.023, ge=0)
+    storage_usd_per_gb_month: Number = Field(default=0.023, ge=0)
     price_trace: PriceTraceSpec | None = None
     egress: Bytes = Field(default=0.0, description="bytes leaving the cloud (e.g. the final model)")
-    egress_usd_per_gb: float = Field(default=0.09, ge=0)
+    egress_usd_per_gb: Number = Field(default=0.09, ge=0)
     min_billed: Seconds = Field(default=60.0, description="minimum billed time per instance start (AWS Linux: 60 s)")
 
 
 class MemorySpec(_Section):
     on_oom: Literal["fail", "shrink", "activation_checkpointing"] = "fail"
-    fragmentation: float = Field(default=1.1, ge=1.0, le=4.0, description="reserved / allocated")
+    fragmentation: Number = Field(default=1.1, ge=1.0, le=4.0, description="reserved / allocated")
     workspace: Bytes = 512 * 2**20
     context: Bytes = 400 * 2**20
 
@@ -224,14 +224,14 @@ class TimingsSpec(_Section):
     compute_per_step: Seconds = Field(gt=0)
     data_wait_per_step: Seconds = 0.0
     comm_per_step: Seconds = 0.0
-    cv: float = Field(default=0.0, ge=0, le=2)
+    cv: Number = Field(default=0.0, ge=0, le=2)
 
 
 class SimulationSpec(_Section):
-    replicas: int = Field(default=1000, ge=1, le=10_000_000)
-    seed: int = Field(default=0, ge=0)
+    replicas: Count = Field(default=1000, ge=1, le=10_000_000)
+    seed: Count = Field(default=0, ge=0)
     deadline: Seconds | None = None
-    budget_usd: float | None = Field(default=None, ge=0)
+    budget_usd: Number | None = Field(default=None, ge=0)
     fidelity: Literal["two_level", "step"] = "two_level"
     max_wall: Seconds = Field(default=90 * 86400.0, gt=0,
                               description="a replica still running after this is stopped and counted unfinished")
@@ -284,27 +284,17 @@ def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
 
     Raises ``HsisimInputError`` naming the key path and YAML line for any problem.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise HsisimInputError(f"scenario file not found: {path}")
-    text = path.read_text(encoding="utf-8")
+    text = yamlsafe.read_text(path)
     return parse_scenario(text, overrides, source=str(path))
 
 
 def parse_scenario(text: str, overrides: list[str] | tuple[str, ...] = (), source: str | None = None) -> Scenario:
     """Validate scenario YAML ``text`` (see ``load_scenario``)."""
-    try:
-        data = yaml.safe_load(text)
-        lines = _line_map(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise HsisimInputError(f"malformed YAML: {problem}", line=mark.line + 1 if mark else None,
-                               source=source) from None
-    if not isinstance(data, dict):
+    doc = yamlsafe.parse(text, source)
+    if not isinstance(doc.data, dict):
         raise HsisimInputError("a scenario must be a YAML mapping of sections", source=source)
-    data = apply_overrides(data, overrides)
-    return validate_scenario(data, lines, source)
+    data = apply_overrides(doc.data, overrides)
+    return validate_scenario(data, doc.lines, source)
 
 
 def validate_scenario(data: dict[str, Any], lines: dict[str, int] | None = None,
@@ -333,8 +323,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
         if not all(parts):
             raise HsisimInputError(f"--set key {key!r} is not a dotted key path")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
+            value = yamlsafe.parse(raw).data if raw.strip() else ""
+        except HsisimInputError:
             value = raw
         node = out
         for i, part in enumerate(parts[:-1]):
@@ -392,27 +382,6 @@ def _clean_message(err: Any) -> str:
     if not isinstance(inp, dict | list) and inp is not None and repr(inp) not in msg:
         msg = f"{msg} (got {inp!r})"
     return msg
-
-
-def _line_map(text: str) -> dict[str, int]:
-    """Map each dotted key path of a YAML document to its 1-based line."""
-    root = yaml.compose(text)
-    out: dict[str, int] = {}
-
-    def walk(node: yaml.Node | None, prefix: str) -> None:
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-                out[path] = key_node.start_mark.line + 1
-                walk(value_node, path)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                path = f"{prefix}.{i}"
-                out[path] = item.start_mark.line + 1
-                walk(item, path)
-
-    walk(root, "")
-    return out
 
 
 def json_schema() -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from typing import Any
 
 import pint
@@ -50,16 +51,27 @@ def parse_quantity(value: Any, kind: str) -> float:
 _EXAMPLE = {"duration": "2 min", "size": "24 GiB", "bandwidth": "25 Gbit/s", "price": "1.62 USD/h"}
 
 
+# A quantity is a decimal number and an optional unit made of names, '/', '*' and one-digit powers.
+# pint would evaluate a whole expression ("9**9**9 s" never returns), so the number is read by
+# float() and only the unit, checked against this pattern, reaches pint.
+_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,3})?"
+_NAME = r"[A-Za-zµμ_]{1,24}(?:\^\d|\*\*\d)?"
+_QUANTITY = re.compile(rf"^\s*({_NUMBER})\s*((?:{_NAME})(?:\s*[/*]\s*{_NAME}){{0,3}})?\s*$")
+MAX_TEXT = 64  # characters: longer strings are not quantities anyone writes by hand
+
+
 def _parse_string(text: str, kind: str) -> float:
-    ureg = _registry()
+    match = _QUANTITY.match(text) if len(text) <= MAX_TEXT else None
+    if match is None:
+        raise ValueError(f"cannot read {text[:MAX_TEXT]!r} as a {kind}: write a number and a unit, "
+                         f"e.g. {_EXAMPLE[kind]!r}")
+    number, unit = float(match.group(1)), match.group(2)
+    if unit is None:  # a bare number written as a string: already SI
+        return number
     try:
-        q: Any = ureg.Quantity(text.strip())
-    except Exception as exc:  # pint raises several unrelated types for garbage input
-        raise ValueError(f"cannot read {text!r} as a {kind} (e.g. {_EXAMPLE[kind]!r})") from exc
-    if isinstance(q, int | float):
-        return float(q)
-    if q.unitless:  # a bare number written as a string: already SI
-        return float(q.magnitude)
+        q: Any = _registry().Quantity(number, unit)
+    except Exception as exc:  # pint raises several unrelated types for unknown units
+        raise ValueError(f"unknown unit {unit!r} in {text!r} (e.g. {_EXAMPLE[kind]!r})") from exc
     try:
         return float(q.to(_TARGET[kind]).magnitude)
     except pint.DimensionalityError as exc:

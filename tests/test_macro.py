@@ -30,8 +30,8 @@ JOB = make_job(steps_per_epoch=4, total_steps=10, num_workers=0, batch_build_s=0
                price_usd_per_node_hour=36.0, on_demand_usd_per_node_hour=36.0)
 
 
-def _replica(extra: str, job=JOB, log=None):  # type: ignore[no-untyped-def]
-    sc = parse_scenario(BASE + extra)
+def _replica(extra: str, job=JOB, log=None, base=BASE):  # type: ignore[no-untyped-def]
+    sc = parse_scenario(base + extra)
     model = estimate(job, np.random.default_rng(0))
     return Replica(sc, job, model, np.random.SeedSequence(0), 0, log=log).run()
 
@@ -87,7 +87,8 @@ def test_billing_arithmetic_on_demand() -> None:
 
 
 def test_checkpoint_storage_keeps_the_last_k() -> None:
-    r = _replica("checkpoint: {policy: fixed, every_steps: 3, keep_last: 1}\ncost: {storage_usd_per_gb_month: 730}\n")
+    priced = BASE.replace("cost: {min_billed: 60 s}", "cost: {min_billed: 60 s, storage_usd_per_gb_month: 730}")
+    r = _replica("checkpoint: {policy: fixed, every_steps: 3, keep_last: 1}\n", base=priced)
     # 2 GB at 730 USD/GB-month = 2 USD per hour held; checkpoints at 20.5, 24.0, 27.5, job ends 28.5
     held = (24.0 - 20.5) + (27.5 - 24.0) + (28.5 - 27.5)
     assert r.money["storage"] == pytest.approx(2 * held / 3600)
