@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from hsisim.errors import HsisimInputError
+from hsisim.writer import dumps
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="What a hyperspectral training job really costs on a rented GPU cluster.")
@@ -25,8 +25,20 @@ def _guard(fn: Callable[[], T]) -> T:
     try:
         return fn()
     except HsisimInputError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {exc.cli_text()}", err=True)
         raise typer.Exit(2) from None
+
+
+def _interrupted(out: Path | None, again: str) -> None:
+    """Ctrl-C: say what was kept and how to continue; exit 130 like any interrupted command."""
+    if out is not None:
+        from hsisim.montecarlo.store import saved_replicas
+
+        typer.echo(f"interrupted: {saved_replicas(out):,} replicas are saved in {out}; continue with\n"
+                   f"  {again} --out {out} --resume", err=True)
+    else:
+        typer.echo("interrupted", err=True)
+    raise typer.Exit(130)
 
 
 Sets = Annotated[list[str] | None, typer.Option("--set", help="Override a key: --set cluster.nodes=4 (repeatable).")]
@@ -36,7 +48,11 @@ Workers = Annotated[int | None, typer.Option(help="Worker processes, local or Da
 Executor = Annotated[str, typer.Option(help="inline | local | dask")]
 Scheduler = Annotated[str | None, typer.Option(help="Dask scheduler tcp://HOST:PORT (default: a LocalCluster).")]
 Out = Annotated[Path | None, typer.Option(help="Directory for replicas.parquet (streamed in parts) and summary.")]
-Resume = Annotated[bool, typer.Option("--resume", help="Continue the interrupted run in --out.")]
+Resume = Annotated[bool, typer.Option("--resume", help="Continue the run in --out (or add replicas to it).")]
+Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace the finished run in --out.")]
+AllowLong = Annotated[bool, typer.Option("--allow-long", help="Run even if the work estimate is over 10 minutes.")]
+AllowCode = Annotated[bool, typer.Option(
+    "--allow-code", help="Let the scenario's model/dataset factories (Python code named in the file) run.")]
 
 
 def _check_execution(executor: str, scheduler: str | None, seed: int | None, out: Path | None = None,
@@ -50,7 +66,7 @@ def _check_execution(executor: str, scheduler: str | None, seed: int | None, out
     if resume and out is None:
         raise HsisimInputError("--resume needs --out DIR (the directory of the run to continue)")
     if out is not None and out.exists() and not out.is_dir():
-        raise HsisimInputError(f"--out {out} exists and is not a directory")
+        raise HsisimInputError(f"--out {out} exists and is not a folder")
 
 
 def _fraction(text: str | None, flag: str) -> float | None:
@@ -79,9 +95,12 @@ def run(
     executor: Executor = "local",
     scheduler: Scheduler = None,
     resume: Resume = False,
+    overwrite: Overwrite = False,
     ci_halfwidth: Annotated[str | None, typer.Option(
         help="Run until the 95 % CI of the mean cost is this tight (e.g. 1%), instead of --replicas.")] = None,
     max_replicas: Annotated[int, typer.Option(help="Most replicas --ci-halfwidth may run.")] = 100_000,
+    allow_long: AllowLong = False,
+    allow_code: AllowCode = False,
 ) -> None:
     """Simulate SCENARIO (Monte Carlo) and print the time budget, the bill and the percentiles."""
     from hsisim.montecarlo import simulate
@@ -97,12 +116,16 @@ def run(
         _check_execution(executor, scheduler, seed, out, resume)
         return _with_progress(lambda tick: simulate(
             sc, replicas=replicas, seed=seed, workers=workers, executor=executor, scheduler=scheduler,
-            progress=tick, out=out, resume=resume, ci_halfwidth=target, max_replicas=max_replicas), quiet=as_json)
+            progress=tick, out=out, resume=resume, overwrite=overwrite, ci_halfwidth=target,
+            max_replicas=max_replicas, allow_long=allow_long, allow_code=allow_code), quiet=as_json)
 
-    results = _guard(go)
+    try:
+        results = _guard(go)
+    except KeyboardInterrupt:
+        _interrupted(out, f"hsisim run {scenario}")
     summary = results.summary()
     if as_json:
-        typer.echo(json.dumps(summary))
+        typer.echo(dumps(summary))
     else:
         from rich.console import Console
 
@@ -152,6 +175,9 @@ def plan(
     executor: Executor = "local",
     scheduler: Scheduler = None,
     resume: Resume = False,
+    overwrite: Overwrite = False,
+    allow_long: AllowLong = False,
+    allow_code: AllowCode = False,
 ) -> None:
     """Budget planning: P(cost ≤ budget), P(time ≤ deadline), sweeps with a Pareto table and a recommendation."""
     from hsisim.plan import plan as make_plan
@@ -168,17 +194,20 @@ def plan(
         result = _with_progress(lambda tick: make_plan(
             scenario, sets=set_ or [], sweeps=sweep or [], budget=budget, deadline_s=d, confidence=confidence,
             replicas=replicas, seed=seed, workers=workers, executor=executor, scheduler=scheduler, out=out,
-            resume=resume, progress=tick), quiet=as_json)
+            resume=resume, overwrite=overwrite, allow_long=allow_long, allow_code=allow_code, progress=tick),
+            quiet=as_json)
         if out is not None:
-            from hsisim.montecarlo.store import atomic_write
+            from hsisim.writer import write_json
 
-            out.mkdir(parents=True, exist_ok=True)
-            atomic_write(out / "plan.json", lambda p: Path(p).write_text(json.dumps(result, indent=2)))
+            write_json(out / "plan.json", result)
         return result
 
-    result = _guard(go)
+    try:
+        result = _guard(go)
+    except KeyboardInterrupt:
+        _interrupted(out, f"hsisim plan {scenario}")
     if as_json:
-        typer.echo(json.dumps(result))
+        typer.echo(dumps(result))
         return
     from rich.console import Console
 
@@ -197,6 +226,8 @@ def optimize(
     workers: Workers = None,
     executor: Executor = "local",
     scheduler: Scheduler = None,
+    allow_long: AllowLong = False,
+    allow_code: AllowCode = False,
 ) -> None:
     """Find the checkpoint interval that minimises cost per useful GPU-hour (or wall time)."""
     from hsisim.optimize import optimize_interval
@@ -208,11 +239,15 @@ def optimize(
             raise HsisimInputError(f"--replicas must be at least 2, got {replicas}")
         _check_execution(executor, scheduler, seed)
         return optimize_interval(sc, objective=objective, replicas=replicas, seed=seed, workers=workers,
-                                 executor=executor, scheduler=scheduler)
+                                 executor=executor, scheduler=scheduler, allow_long=allow_long,
+                                 allow_code=allow_code)
 
-    result = _guard(go).to_json()
+    try:
+        result = _guard(go).to_json()
+    except KeyboardInterrupt:
+        _interrupted(None, "")
     if as_json:
-        typer.echo(json.dumps(result))
+        typer.echo(dumps(result))
         return
     from rich.console import Console
 
@@ -267,11 +302,11 @@ def calibrate(
         from hsisim.calibrate.run import spec_profile
 
         if spec is not None:
-            from hsisim.montecarlo.store import atomic_write
+            from hsisim.writer import write_json
 
             prof = spec_profile(spec, model, dataset, patch, pca)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(out, lambda p: Path(p).write_text(json.dumps(prof, indent=2) + "\n"))
+            _writable_parent(out)
+            write_json(out, prof)
             return prof
 
         log = None if as_json else (lambda m: typer.echo(m, err=True))
@@ -280,9 +315,12 @@ def calibrate(
                           log=log, model_factory=model_factory, dataset_factory=dataset_factory,
                           factory_kwargs=factory_kwargs)
 
-    prof = _guard(go)
+    try:
+        prof = _guard(go)
+    except KeyboardInterrupt:
+        _interrupted(None, "")
     if as_json:
-        typer.echo(json.dumps(prof))
+        typer.echo(dumps(prof))
         return
     if spec is not None:
         typer.echo(f"{prof['note']}\nprofile written to {out}")
@@ -305,6 +343,7 @@ def validate(
     world_size: Annotated[int, typer.Option(help="1, or 2 processes with DDP (gloo on CPU, nccl on GPUs).")] = 1,
     set_: Sets = None,
     as_json: AsJson = False,
+    allow_code: AllowCode = False,
 ) -> None:
     """Train SCENARIO for real on a device and compare step time and data-wait fraction with the prediction."""
 
@@ -314,11 +353,14 @@ def validate(
 
         log = None if as_json else (lambda m: typer.echo(m, err=True))
         return run_validation(scenario, sets=set_ or [], device=device, steps=steps, warmup=warmup, profile=profile,
-                              world_size=world_size, log=log)
+                              world_size=world_size, log=log, allow_code=allow_code)
 
-    res = _guard(go)
+    try:
+        res = _guard(go)
+    except KeyboardInterrupt:
+        _interrupted(None, "")
     if as_json:
-        typer.echo(json.dumps(res))
+        typer.echo(dumps(res))
         return
     from rich.console import Console
 
@@ -331,13 +373,14 @@ def scenario_schema() -> None:
     """Print the JSON Schema of scenario files (for editor completion)."""
     from hsisim.scenario import json_schema
 
-    typer.echo(json.dumps(json_schema(), indent=2))
+    typer.echo(dumps(json_schema(), indent=2))
 
 
 @scenario_app.command("validate")
 def scenario_validate(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
     set_: Sets = None,
+    allow_code: AllowCode = False,
 ) -> None:
     """Check a scenario file (schema, units, catalog names, memory fit) without simulating it."""
     from hsisim.resolve import resolve
@@ -345,11 +388,21 @@ def scenario_validate(
 
     def go() -> str:
         sc = load_scenario(scenario, set_ or [])
-        job = resolve(sc)
+        job = resolve(sc, allow_code=allow_code)
         return f"{scenario}: ok ({sc.name}: {job.world} GPUs, {job.total_steps:,} steps)"
 
     typer.echo(_guard(go))
 
 
+def _writable_parent(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HsisimInputError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
+
+
 def main() -> None:
+    from hsisim.terminal import tolerate_narrow_encodings
+
+    tolerate_narrow_encodings()
     app()

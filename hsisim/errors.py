@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
+# A parameter of a public function, written ``{name}`` or ``{name=value}`` in a message: a library
+# user reads "resume=True", the command line user "--resume" (the CLI renders it with ``cli_text``).
+_PARAM = re.compile(r"\{(\w+)(?:=([^{}]*))?\}")
+# Parameters whose command-line flag has another name.
+_FLAG_NAMES = {"overrides": "set", "sets": "set", "deadline_s": "deadline", "sweeps": "sweep"}
+
+
+def _as_python(match: re.Match[str]) -> str:
+    name, value = match.group(1), match.group(2)
+    return name if value is None else f"{name}={value}"
+
+
+def _as_flag(match: re.Match[str]) -> str:
+    name, value = match.group(1), match.group(2)
+    flag = "--" + _FLAG_NAMES.get(name, name).replace("_", "-")
+    return flag if value in (None, "True") else f"{flag} {value}"
+
 
 class HsisimInputError(Exception):
-    """Bad user input: a scenario key, a file, a catalog name.
+    """Bad user input: a scenario key, a file, a catalog name, a parameter.
 
     ``key`` is the dotted key path (``spot.hazard.rate_per_hour``) and ``line`` the 1-based YAML
     line where known, so the message can point the user at the exact place to fix.
@@ -18,11 +37,21 @@ class HsisimInputError(Exception):
         self.line = line
         self.source = source
 
-    def __str__(self) -> str:
+    def _head(self) -> str:
         where = ""
         if self.source:
             where = self.source + (f":{self.line}" if self.line else "")
         elif self.line:
             where = f"line {self.line}"
-        head = ": ".join(p for p in (where, self.key) if p)
-        return f"{head}: {self.message}" if head else self.message
+        return ": ".join(p for p in (where, self.key) if p)
+
+    def _render(self, message: str) -> str:
+        head = self._head()
+        return f"{head}: {message}" if head else message
+
+    def __str__(self) -> str:
+        return self._render(_PARAM.sub(_as_python, self.message))
+
+    def cli_text(self) -> str:
+        """The message with parameters written as the command line's flags."""
+        return self._render(_PARAM.sub(_as_flag, self.message))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
@@ -21,6 +22,7 @@ from scipy import stats
 
 import hsisim
 from hsisim.errors import HsisimInputError
+from hsisim.montecarlo import workload
 from hsisim.montecarlo.executors import Executor, check_executor, open_executor
 from hsisim.montecarlo.store import ResultStore, run_identity
 from hsisim.resolve import Job, resolve
@@ -111,15 +113,17 @@ class Prepared:
         return self.worlds.get(nodes, (self.job, self.model))
 
 
-def prepare(sc: Scenario, seed: int, interval_override: float | None = None) -> Prepared:
+def prepare(sc: Scenario, seed: int, interval_override: float | None = None, *, allow_code: bool = False
+            ) -> Prepared:
     """Resolve the scenario and run the micro simulation once for every world size it can take."""
-    job = resolve(sc)
+    job = resolve(sc, allow_code=allow_code)
     model = step_model_for(job, seed)
     spot = resolve_spot(sc, job.on_demand_usd_per_node_hour)
     worlds = {job.nodes: (job, model)}
     if spot is not None and spot.recovery == "elastic":
         for n in range(1, job.nodes):
-            small = resolve(sc.model_copy(update={"cluster": sc.cluster.model_copy(update={"nodes": n})}))
+            small = resolve(sc.model_copy(update={"cluster": sc.cluster.model_copy(update={"nodes": n})}),
+                            allow_code=allow_code)
             worlds[n] = (small, step_model_for(small, seed))
     return Prepared(sc, job, model, spot, worlds, interval_override)
 
@@ -142,28 +146,40 @@ def step_model_for(job: Job, seed: int) -> StepModel:
 def simulate(sc: Scenario, *, replicas: int | None = None, seed: int | None = None, workers: int | None = None,
              executor: str = "local", scheduler: str | None = None, progress: Progress | None = None,
              interval_override: float | None = None, prepared: Prepared | None = None,
-             out: str | Path | None = None, resume: bool = False, ci_halfwidth: float | None = None,
-             max_replicas: int = 100_000, pool: Executor | None = None) -> Results:
+             out: str | Path | None = None, resume: bool = False, overwrite: bool = False,
+             ci_halfwidth: float | None = None, max_replicas: int = 100_000, pool: Executor | None = None,
+             allow_long: bool = False, allow_code: bool = False) -> Results:
     """Run the Monte Carlo for scenario ``sc`` and return its ``Results``.
 
     ``replicas`` fixes the count; ``ci_halfwidth`` (relative, e.g. 0.01) instead runs waves of
     replicas until the 95 % confidence interval of the mean cost is that tight, or ``max_replicas``.
-    ``out`` streams chunks to a result store (``resume`` continues one). ``prepared`` reuses a
-    resolved job and micro simulation; ``interval_override`` replaces the checkpoint interval
-    (training progress, seconds), as ``optimize`` does; ``pool`` reuses an open executor.
+    ``out`` streams chunks to a result store (``resume`` continues one, ``overwrite`` replaces a
+    finished one). ``prepared`` reuses a resolved job and micro simulation; ``interval_override``
+    replaces the checkpoint interval (training progress, seconds), as ``optimize`` does; ``pool``
+    reuses an open executor. Runs estimated to take over ``workload.LIMIT_S`` are refused unless
+    ``allow_long``; the user's factories named in the scenario run only with ``allow_code``.
     """
     n = replicas if replicas is not None else sc.simulation.replicas
     s = seed if seed is not None else sc.simulation.seed
     if n < 1:
-        raise HsisimInputError("--replicas must be at least 1", key="simulation.replicas")
+        raise HsisimInputError(f"{{replicas}} must be at least 1, got {n}", key="simulation.replicas")
     if ci_halfwidth is not None and not 0 < ci_halfwidth < 1:
-        raise HsisimInputError(f"--ci-halfwidth must be a fraction of the mean in (0, 1), got {ci_halfwidth}")
+        raise HsisimInputError(f"{{ci_halfwidth}} must be a fraction of the mean in (0, 1), got {ci_halfwidth}")
     if max_replicas < 2:
-        raise HsisimInputError(f"--max-replicas must be at least 2, got {max_replicas}")
+        raise HsisimInputError(f"{{max_replicas}} must be at least 2, got {max_replicas}")
+    if resume and out is None:
+        raise HsisimInputError("{resume} needs {out} (the folder of the run to continue)")
     check_executor(executor, scheduler)
-    prep = prepared or prepare(sc, s)
+    prep = prepared or prepare(sc, s, allow_code=allow_code)
+    planned = max_replicas if ci_halfwidth is not None else n
+    procs = _processes(executor, workers, planned)
+    if pool is None:  # an adaptive run is checked on its first wave, and later waves stop at the limit
+        workload.check([prep], min(planned, FIRST_WAVE) if ci_halfwidth is not None else n, procs,
+                       allow_long=allow_long)
+    if ci_halfwidth is not None and not allow_long:
+        max_replicas = min(max_replicas, workload.affordable(prep, procs))
     with ExitStack() as stack:
-        ex = pool or stack.enter_context(open_executor(executor, workers, scheduler))
+        ex = pool or stack.enter_context(open_executor(executor, procs, scheduler))
         if (sc.checkpoint.policy == "optimal" and prep.spot is not None and interval_override is None
                 and prep.interval_override is None):
             from hsisim.optimize import optimal_interval
@@ -171,18 +187,40 @@ def simulate(sc: Scenario, *, replicas: int | None = None, seed: int | None = No
             interval_override = optimal_interval(sc, prep, seed=s, pool=ex)
         if interval_override is not None:
             prep = replace(prep, interval_override=interval_override)
-        store = (ResultStore(Path(out), run_identity(sc, s, CHUNK, prep.interval_override), resume)
-                 if out is not None else None)
+        store = (ResultStore.open(Path(out), run_identity(sc, s, CHUNK, prep.interval_override), resume=resume,
+                                  overwrite=overwrite) if out is not None else None)
+        if store is not None:
+            stack.callback(store.close)
+        notes = list(prep.job.notes) + (store.notes if store is not None else [])
+        if store is not None and store.complete and store.target(replicas, n) == store.saved_end \
+                and ci_halfwidth is None:
+            df = pd.concat([store.done[k] for k in sorted(store.done)], ignore_index=True)
+            notes.append(f"{out} already holds {len(df)} replicas of this run; reported as they are "
+                         f"(asked for {n})")
+            return Results(sc, prep.job, prep.model, df, s, tuple(notes), None, prep.interval_override)
+        if store is not None:
+            n = store.target(replicas, n)
+            store.begin(max_replicas if ci_halfwidth is not None else n)
         runner = _Waves(prep, s, ex, store, progress)
         if ci_halfwidth is None:
             df = runner.to(n)
             stopping = None
         else:
             df, stopping = _adaptive(runner, ci_halfwidth, max_replicas)
-    res = Results(sc, prep.job, prep.model, df, s, prep.job.notes, stopping, prep.interval_override)
-    if store is not None:
-        store.finish(df, res.summary(), sc.model_dump(mode="json", by_alias=True), res.manifest())
+        res = Results(sc, prep.job, prep.model, df, s, tuple(notes), stopping, prep.interval_override)
+        if store is not None:
+            store.finish(df, res.summary(), sc.model_dump(mode="json", by_alias=True), res.manifest())
     return res
+
+
+def _processes(executor: str, workers: int | None, replicas: int) -> int:
+    """Worker processes: as asked (default every core), never more than there are chunks of work."""
+    if workers is not None and workers < 1:
+        raise HsisimInputError(f"{{workers}} must be at least 1, got {workers}")
+    if executor == "inline":
+        return 1
+    procs = workers if workers is not None else (os.cpu_count() or 1)
+    return max(1, min(procs, math.ceil(replicas / CHUNK)))
 
 
 class _Waves:
@@ -230,7 +268,7 @@ def _adaptive(runner: _Waves, target: float, max_n: int) -> tuple[pd.DataFrame, 
         rel = relative_halfwidth(df["cost_usd"].to_numpy(dtype=float))
         if rel <= target or n >= max_n:
             return df, {"metric": "cost_usd", "ci_halfwidth_target": target, "ci_halfwidth": rel,
-                        "replicas": n, "reached_max": bool(rel > target)}
+                        "replicas": n, "max_replicas": max_n, "reached_max": bool(rel > target)}
         want = math.ceil(n * (rel / target) ** 2 * 1.1)
         n = min(max_n, 8 * n, max(n + CHUNK, -(-want // CHUNK) * CHUNK))
 
