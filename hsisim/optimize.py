@@ -10,6 +10,7 @@ its 95 % confidence interval.
 from __future__ import annotations
 
 import math
+import os
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from scipy import optimize
 
 from hsisim.analytic import checkpoint as ckpt
 from hsisim.errors import HsisimInputError
-from hsisim.montecarlo import Executor, Prepared, open_executor, prepare, simulate
+from hsisim.montecarlo import Executor, Prepared, open_executor, prepare, simulate, workload
 from hsisim.scenario import Scenario
 from hsisim.sim.policy import checkpoint_cost
 
@@ -73,8 +74,8 @@ class _Evaluator:
 
 def optimize_interval(sc: Scenario, *, objective: str = "cost", replicas: int = 200, seed: int | None = None,
                       workers: int | None = None, executor: str = "local", scheduler: str | None = None,
-                      prep: Prepared | None = None, grid_points: int = 9, pool: Executor | None = None
-                      ) -> OptimizeResult:
+                      prep: Prepared | None = None, grid_points: int = 9, pool: Executor | None = None,
+                      allow_long: bool = False, allow_code: bool = False) -> OptimizeResult:
     """Find the checkpoint interval (training progress) that minimises the objective's mean."""
     if objective not in OBJECTIVES:
         raise HsisimInputError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -82,8 +83,11 @@ def optimize_interval(sc: Scenario, *, objective: str = "cost", replicas: int = 
         raise HsisimInputError("optimize needs a spot cluster: without interruptions no checkpoint pays off",
                                key="cluster.market")
     s = sc.simulation.seed if seed is None else seed
-    prep = prep or prepare(sc, s)
+    prep = prep or prepare(sc, s, allow_code=allow_code)
     assert prep.spot is not None
+    if pool is None:  # about grid_points + 8 candidates, each a run of `replicas` replicas
+        procs = 1 if executor == "inline" else workers or os.cpu_count() or 1
+        workload.check([prep], replicas, procs, allow_long=allow_long, repeats=grid_points + 8)
     delta = checkpoint_cost(sc, prep.job)
     mtbf = prep.spot.mtbf_s
     young, daly = ckpt.young_interval(delta, mtbf), ckpt.daly_interval(delta, mtbf)

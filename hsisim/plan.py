@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from hsisim.errors import HsisimInputError
-from hsisim.montecarlo import Results, describe, open_executor, prepare, simulate
+from hsisim.montecarlo import Results, describe, open_executor, prepare, simulate, workload
 from hsisim.scenario import load_scenario
 
 
@@ -100,8 +101,12 @@ def pareto(points: list[tuple[float, float]]) -> list[bool]:
 def plan(path: str | Path, *, sets: list[str], sweeps: list[str], budget: float | None, deadline_s: float | None,
          confidence: float = 0.9, replicas: int | None = None, seed: int | None = None, workers: int | None = None,
          executor: str = "local", scheduler: str | None = None, out: Path | None = None, resume: bool = False,
+         overwrite: bool = False, allow_long: bool = False, allow_code: bool = False,
          progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Simulate every combination of the sweeps and return the plan (the ``--json`` object)."""
+    """Simulate every combination of the sweeps and return the plan (the ``--json`` object).
+
+    With sweeps and ``out``, each combination's replicas go to ``out/combo-NNN`` (a result store each).
+    """
     if budget is not None and not budget > 0:
         raise HsisimInputError(f"--budget must be a positive amount of USD, got {budget}")
     if deadline_s is not None and not deadline_s > 0:
@@ -117,7 +122,7 @@ def plan(path: str | Path, *, sets: list[str], sweeps: list[str], budget: float 
         try:
             sc = load_scenario(path, [*sets, *(f"{k}={v}" for k, v in c.items())])
             scenarios.append(sc)
-            preps.append(prepare(sc, seed if seed is not None else sc.simulation.seed))
+            preps.append(prepare(sc, seed if seed is not None else sc.simulation.seed, allow_code=allow_code))
         except HsisimInputError as exc:
             if not axes:
                 raise
@@ -133,15 +138,32 @@ def plan(path: str | Path, *, sets: list[str], sweeps: list[str], budget: float 
         if progress:
             progress(advance, n * len(combos))
 
+    if out is not None and axes:
+        _plan_folder(out)
+    workload.check(preps, n, 1 if executor == "inline" else workers or os.cpu_count() or 1, allow_long=allow_long)
     results: list[Combination] = []
     with ExitStack() as stack:
         pool = stack.enter_context(open_executor(executor, workers, scheduler))
         for i, (sc, prep, c) in enumerate(zip(scenarios, preps, combos, strict=True)):
             where = out if out is None or not axes else out / f"combo-{i:03d}"
             res = simulate(sc, replicas=n, seed=s, prepared=prep, pool=pool, out=where, resume=resume,
-                           progress=tick)
+                           overwrite=overwrite, progress=tick)
             results.append(Combination(c, res, b, d))
     return _report(base.name, results, n, s, b, d, confidence, bool(axes))
+
+
+def _plan_folder(out: Path) -> None:
+    """A plan's folder holds plan.json and one result folder per combination: refuse anything else."""
+    if out.exists() and not out.is_dir():
+        raise HsisimInputError(f"results folder {out} exists and is not a folder")
+    if not out.is_dir():
+        return
+    foreign = [p.name for p in out.iterdir()
+               if not (p.name in ("plan.json", ".hsisim.lock") or (p.is_dir() and p.name.startswith("combo-"))
+                       or (p.name.startswith(".plan.json.") and p.name.endswith(".tmp")))]
+    if foreign:
+        raise HsisimInputError(f"{out} is not empty and holds no hsisim plan ({', '.join(sorted(foreign)[:3])}"
+                               f"{', ...' if len(foreign) > 3 else ''}): choose a new or empty folder")
 
 
 def _report(name: str, combos: list[Combination], n: int, seed: int, budget: float | None, deadline_s: float | None,

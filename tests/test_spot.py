@@ -75,8 +75,11 @@ def test_a_job_that_cannot_finish_stops_at_max_wall_with_all_work_lost() -> None
     assert not r.finished
     assert 2 * 3600 <= r.wall < 2 * 3600 + 300
     assert r.time["compute"] == 0.0 and r.useful_gpu_h == 0.0
-    assert r.time["recover"] == pytest.approx(r.interruptions * 230.0)  # 230 s of training lost per node
+    # 230 s of training lost per node, and the training under way when max_wall stopped the job
+    in_flight = r.time["recover"] - r.interruptions * 230.0
+    assert 0.0 <= in_flight < 230.0
     assert sum(r.time.values()) == pytest.approx(r.wall)
+    assert r.wall == pytest.approx(2 * 3600)  # a job stopped by max_wall stops at max_wall
 
 
 def _identities(df) -> None:  # type: ignore[no-untyped-def]

@@ -1,5 +1,6 @@
 """Monte Carlo over replicas: seeding, executors, the result store and summaries."""
 
+from hsisim.montecarlo import workload
 from hsisim.montecarlo.core import (
     CHUNK,
     SUMMARY_METRICS,
@@ -14,5 +15,20 @@ from hsisim.montecarlo.core import (
 )
 from hsisim.montecarlo.executors import EXECUTORS, Executor, check_executor, open_executor
 
-__all__ = ["CHUNK", "EXECUTORS", "SUMMARY_METRICS", "Executor", "Prepared", "Results", "check_executor", "describe",
-           "open_executor", "prepare", "relative_halfwidth", "run_replica", "simulate", "step_model_for"]
+__all__ = [
+    "CHUNK",
+    "EXECUTORS",
+    "SUMMARY_METRICS",
+    "Executor",
+    "Prepared",
+    "Results",
+    "check_executor",
+    "describe",
+    "open_executor",
+    "prepare",
+    "relative_halfwidth",
+    "run_replica",
+    "simulate",
+    "step_model_for",
+    "workload",
+]

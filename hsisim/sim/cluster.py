@@ -63,8 +63,8 @@ class Cluster:
 
         Zone-wide events that fell while no node was running (e.g. during the queue wait) are skipped.
         """
-        while self.next_correlated < now:
-            self.next_correlated = self._draw_correlated(self.next_correlated)
+        if self.next_correlated < now:  # memoryless: the next one after now, in one draw (any rate)
+            self.next_correlated = self._draw_correlated(now)
         live = self.alive()
         t_node = min((n.reclaim for n in live), default=math.inf)
         if self.next_correlated < t_node:

@@ -9,6 +9,7 @@ knows how far it may run; a reclaim cuts it, and work after the last persisted c
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -33,6 +34,9 @@ Worlds = Callable[[int], tuple[Job, StepModel]]  # active node count → (job, s
 # Epochs planned in one block by the two-level source: an epoch boundary only adds the loader's
 # epoch-start transient, so several epochs fit one vectorised block (fewer Python-level events).
 EPOCHS_PER_BLOCK = 16
+# A replica that needs more phases and blocks than this is stopped and counted unfinished: a guard
+# against configurations whose work estimate was wrong (montecarlo.budget refuses the known ones).
+MAX_EVENTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,23 @@ class Loss:
     time: float
     nodes: list[Node]
     correlated: bool
+
+
+def _sorted_union(*arrays: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of sorted integer arrays (np.union1d's result, without its hashing,
+    which is slow for the millions of checkpoints of a checkpoint-every-step policy)."""
+    merged = np.sort(np.concatenate(arrays).astype(np.int64), kind="stable")
+    if len(merged) < 2:
+        return merged
+    return merged[np.concatenate(([True], merged[1:] != merged[:-1]))]
+
+
+def _members(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """np.isin(values, sorted_set) for a sorted ``sorted_set``, by binary search."""
+    if len(sorted_set) == 0:
+        return np.zeros(len(values), dtype=bool)
+    idx = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[idx] == values
 
 
 class Replica:
@@ -79,6 +100,7 @@ class Replica:
         self._cold = True  # the next block starts with an empty loader (first epoch / after a restart)
         self._join: tuple[float, Node] | None = None  # elastic: a replacement that will join
         self._noticed = math.nan  # the reclaim whose notice was already handled
+        self._events = 0
         self._set_world(job.nodes)
 
     # -- helpers ------------------------------------------------------------------------------
@@ -102,6 +124,8 @@ class Replica:
                  boot_category: str = "overhead") -> Proc:
         """Spend ``seconds`` on a non-training phase; return the ``Loss`` that cut it short, if any."""
         now = self.env.now
+        self._events += 1
+        seconds = min(seconds, max(0.0, self.sc.simulation.max_wall - now))  # a wait never runs past max_wall
         t_loss, nodes, corr = self.cluster.next_loss(self.env.now)
         end = now + seconds
         if t_loss < end:
@@ -119,8 +143,13 @@ class Replica:
         sc, job = self.sc, self.job
         oh = sc.overhead
         queue = float(oh.queue.sample(self.rng_queue)) if oh.queue is not None else 0.0
+        queue = min(queue, sc.simulation.max_wall)
         yield self.env.timeout(queue)
         self.ledger.add_time("overhead", queue)
+        if self._give_up():  # never granted within simulation.max_wall: nothing was started or billed
+            self.finished = False
+            self._note("gave up: simulation.max_wall reached in the queue")
+            return
         self._note("capacity granted")
         n_spot = self.spot.spot_nodes if self.spot else 0
         for rank in range(job.nodes):
@@ -131,10 +160,17 @@ class Replica:
             if loss is not None:
                 step = yield from self._lost(loss)
         self.finished = step >= job.total_steps
-        self._note("done" if self.finished else "gave up: simulation.max_wall reached")
+        if self.finished:
+            self._note("done")
+        else:
+            restore = self._restore_point(self.env.now)
+            if restore is not None:  # the job is abandoned: what was not persisted is lost
+                self.ledger.lose_since(restore.snap)
+            self._note("gave up: " + ("simulation.max_wall reached" if self.env.now >= self.sc.simulation.max_wall
+                                      else f"more than {MAX_EVENTS:,} events"))
 
     def _give_up(self) -> bool:
-        return self.env.now >= self.sc.simulation.max_wall
+        return self.env.now >= self.sc.simulation.max_wall or self._events > MAX_EVENTS
 
     def _bring_up(self, first: bool) -> Proc:
         """Boot missing nodes, init, rendezvous, restore; retry on any loss. Returns the start step."""
@@ -146,8 +182,10 @@ class Replica:
             loss = None
             for name, secs in phases:
                 loss = yield from self._advance("overhead", secs, f"{name} done", up_category="idle")
-                if loss:
+                if loss or self._give_up():
                     break
+            if self._give_up():
+                return 0
             if loss is None:
                 for n in self.cluster.alive():
                     n.up = True
@@ -182,10 +220,13 @@ class Replica:
             span = EPOCHS_PER_BLOCK if isinstance(self.source, TwoLevelSource) else 1
             end = min(job.total_steps, (epoch + span) * job.steps_per_epoch)
             first = self._cold
+            limit = self.sc.simulation.max_wall
             step, cut = yield from self._block(step, end, epoch if (pos == 0 or first) else None,
-                                               soft=min(notice_at, join_at), hard=t_loss)
+                                               soft=min(notice_at, join_at), hard=min(t_loss, limit))
             if cut is None:
                 continue
+            if cut == "hard" and t_loss > limit:  # stopped by simulation.max_wall, not by a reclaim
+                return step, None
             if cut == "soft" and join_at <= notice_at:
                 yield from self._grow(step)
             elif cut == "soft":
@@ -209,10 +250,11 @@ class Replica:
         Returns (step reached, None | "soft" | "hard").
         """
         now, spe = self.env.now, self.cur_job.steps_per_epoch
+        self._events += 1
         cuts = self._checkpoint_steps(start, end)
         epochs = np.arange((start // spe + 1) * spe, end, spe, dtype=np.int64)
-        bounds = np.union1d(np.union1d(cuts[cuts < end], epochs), [end]).astype(np.int64)
-        is_ck = np.isin(bounds, cuts)
+        bounds = _sorted_union(cuts[cuts < end], epochs, np.array([end], dtype=np.int64))
+        is_ck = _members(bounds, cuts)
         starts = np.concatenate(([start], bounds[:-1]))
         ns = (bounds - starts).astype(float)
         # the loader's epoch-start transient opens every segment that starts an epoch (asked for
@@ -374,7 +416,7 @@ class Replica:
 
     def _lost(self, loss: Loss) -> Proc:
         """A reclaim during training: lose the work since the restore point, then recover."""
-        self._persisted = [p for p in self._persisted if p <= loss.time]
+        del self._persisted[bisect.bisect_right(self._persisted, loss.time):]  # persist times only grow
         restore = self._restore_point(loss.time)
         assert restore is not None and self._origin is not None
         if set(restore.nodes) & {n.rank for n in loss.nodes}:
@@ -425,6 +467,8 @@ class Replica:
                 if limit is not None and wait > limit:
                     wait, fallback = limit, True
                 more = yield from self._advance("overhead", wait, "replacement capacity", up_category="idle")
+                if self._give_up():
+                    return
                 if more:
                     self._end_nodes(more.nodes, more.time, reclaimed=True)
                     missing += [n.rank for n in more.nodes]
@@ -507,7 +551,8 @@ class Replica:
         """Each persisted checkpoint is kept until ``keep_last`` newer ones exist, or the job ends."""
         keep = self.sc.checkpoint.keep_last
         gb = self.job.ckpt_bytes / 1e9
-        times = np.sort(np.asarray([t for t in self._persisted if t <= end]))
+        times = np.asarray(self._persisted, dtype=float)
+        times = np.sort(times[times <= end])
         if len(times) == 0:
             return
         until = np.append(times[keep:], np.full(min(keep, len(times)), end))

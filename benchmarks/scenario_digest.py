@@ -1,0 +1,38 @@
+"""Digest of every scenario's replicas: run it on two commits to show a change kept results bit-identical.
+
+    python benchmarks/scenario_digest.py [REPLICAS] > digest.txt     (on each commit, then diff)
+
+Each scenario in scenarios/ runs REPLICAS replicas (default 64) in this process with its own seed;
+the line printed per scenario is the SHA-256 of the replicas table's bytes (every column, in order).
+Imports only what every version of hsisim has had: the scenario loader and ``simulate``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    from hsisim.montecarlo import simulate
+    from hsisim.scenario import load_scenario
+
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 64
+    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
+        sc = load_scenario(path)
+        df = simulate(sc, replicas=n, executor="inline").df
+        h = hashlib.sha256()
+        for col in df.columns:
+            h.update(col.encode())
+            h.update(np.ascontiguousarray(df[col].to_numpy(dtype=float)).tobytes())
+        wall, cost = df["wall_h"].mean(), df["cost_usd"].mean()
+        print(f"{path.name:28s} {h.hexdigest()[:16]}  wall_h {wall:.6f}  cost {cost:.6f}")
+
+
+if __name__ == "__main__":
+    main()
