@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,9 +57,13 @@ def nearest_count(counts: Iterable[int], threads: int) -> int:
 
 def _fit(d: Any, where: str) -> LinearCost:
     try:
-        return LinearCost(float(d["a_s"]), float(d["c_s_per_sample"]), float(d.get("cv", 0.0)))
+        a, c, cv = float(d["a_s"]), float(d["c_s_per_sample"]), float(d.get("cv", 0.0))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
+    if not all(math.isfinite(v) and v >= 0 for v in (a, c, cv)) or a + c <= 0:
+        raise ValueError(f"{where}: a_s, c_s_per_sample and cv must be finite and not negative, and a batch must "
+                         f"take some time (got a_s={a}, c_s_per_sample={c}, cv={cv})")
+    return LinearCost(a, c, cv)
 
 
 def _quantiles(q: Any) -> tuple[float, ...]:
@@ -78,7 +83,21 @@ def _quantiles(q: Any) -> tuple[float, ...]:
 def _in_training(d: Any) -> tuple[float, float, tuple[float, ...]] | None:
     if not d:
         return None
-    return float(d["bytes"]), float(d["mean_s"]), _quantiles(d.get("ratio_quantiles") or None)
+    return (_num(d["bytes"], "collectives.in_training.bytes", positive=True),
+            _num(d["mean_s"], "collectives.in_training.mean_s", positive=True),
+            _quantiles(d.get("ratio_quantiles") or None))
+
+
+def _num(value: Any, where: str, positive: bool = False) -> float:
+    """A finite, non-negative (or positive) number of the profile, else a ValueError naming it."""
+    x = float(value)
+    if not math.isfinite(x) or x < 0 or (positive and x == 0):
+        raise ValueError(f"{where} must be a finite {'positive' if positive else 'non-negative'} number, got {value}")
+    return x
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a profile can hold")
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -87,7 +106,7 @@ def load_profile(path: str | Path) -> Profile:
     if not p.is_file():
         raise HsisimInputError(f"calibration profile not found: {p}", key="calibration")
     try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
+        raw = json.loads(p.read_text(encoding="utf-8"), parse_constant=_no_constant)
         if not isinstance(raw, dict):
             raise ValueError("not a JSON object")
         comp = raw["compute"]
@@ -104,18 +123,23 @@ def load_profile(path: str | Path) -> Profile:
                           "patch": int(d["patch"]) if "patch" in d else None,
                           "out_bands": int(d["out_bands"]) if "out_bands" in d else None,
                           "dataset_factory": d.get("dataset_factory"),
-                          "per_sample_cv": float(d.get("per_sample_cv", 0.0))}
+                          "per_sample_cv": _num(d.get("per_sample_cv", 0.0), f"data.modes.{mode}.per_sample_cv")}
         dev = raw.get("device", {})
         ck = raw.get("checkpoint")
         coll = raw.get("collectives")
         return Profile(str(p), str(raw.get("source", "measured")), str(dev.get("kind", "cuda")),
                        dev.get("catalog_gpu"), int(dev["cores"]) if dev.get("cores") else None, compute, data,
-                       {k: float(ck[k]) for k in ("write_bw_bytes_per_s", "read_bw_bytes_per_s")} if ck else None,
-                       {"alpha_per_hop_s": float(coll["alpha_per_hop_s"]),
-                        "bus_bw_bytes_per_s": float(coll["bus_bw_bytes_per_s"]),
-                        "cv": float(coll.get("cv", 0.0))} if coll else None,
+                       {k: _num(ck[k], f"checkpoint.{k}", positive=True)
+                        for k in ("write_bw_bytes_per_s", "read_bw_bytes_per_s")} if ck else None,
+                       {"alpha_per_hop_s": _num(coll["alpha_per_hop_s"], "collectives.alpha_per_hop_s"),
+                        "bus_bw_bytes_per_s": _num(coll["bus_bw_bytes_per_s"], "collectives.bus_bw_bytes_per_s",
+                                                   positive=True),
+                        "cv": _num(coll.get("cv", 0.0), "collectives.cv")} if coll else None,
                        dict(raw.get("model", {})), raw, _quantiles(coll.get("ratio_quantiles") if coll else None),
                        _in_training(coll.get("in_training") if coll else None),
                        int(coll["world_size"]) if coll and coll.get("world_size") else None)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise HsisimInputError(f"calibration profile {p} is not a valid profile: {exc}", key="calibration") from None
+    except OSError as exc:
+        raise HsisimInputError(f"calibration profile {p} cannot be read: {exc.strerror or exc}",
+                               key="calibration") from None

@@ -66,8 +66,12 @@ class Job:
         return self.nodes * self.gpus_per_node
 
 
-def resolve(sc: Scenario) -> Job:
-    """Build the ``Job`` for scenario ``sc``; raises ``HsisimInputError`` for impossible choices."""
+def resolve(sc: Scenario, *, allow_code: bool = False) -> Job:
+    """Build the ``Job`` for scenario ``sc``; raises ``HsisimInputError`` for impossible choices.
+
+    A scenario that names the user's own model or dataset factory runs that code (it is imported
+    and called to measure it): only with ``allow_code``, since a scenario file may come from anyone.
+    """
     inst = catalog.instance(sc.cluster.instance)
     gpu = catalog.gpu(inst.gpu)
     ds = catalog.dataset(sc.dataset.name) if sc.dataset.name is not None else None
@@ -87,6 +91,7 @@ def resolve(sc: Scenario) -> Job:
         stats = minfo.stats(out_bands, patch, ds.classes)
         labelled = ds.labelled
     else:  # the user's own module and/or Dataset (needs torch)
+        check_code_allowed(sc, allow_code)
         parts = _factory_parts(sc, prof, ds, minfo)
         notes.extend(parts.notes)
         stats = catalog.ModelStats(sc.model.name or str(sc.model.factory), parts.params, parts.fwd_flops,
@@ -226,6 +231,9 @@ def resolve(sc: Scenario) -> Job:
     if sc.cluster.market == "spot":
         assert sc.spot is not None
         price = _price(sc.cost.spot_price, on_demand, on_demand)
+        if sc.cost.spot_price is None:
+            notes.append(f"cost.spot_price is not set: spot nodes are billed at the on-demand price ({on_demand:.3f} "
+                         "USD/h per node); give a fraction of on-demand (0.4), a price ('1.2 USD/h') or 'trace'")
 
     job = Job(
         nodes=sc.cluster.nodes, gpus_per_node=inst.gpus, accumulation=accumulation, micro_batch=micro,
@@ -242,6 +250,15 @@ def resolve(sc: Scenario) -> Job:
     if sc.timings is not None:
         job = _timed(job, sc)
     return job
+
+
+def check_code_allowed(sc: Scenario, allow_code: bool) -> None:
+    """Refuse to run factories named in a scenario unless the user allowed code."""
+    named = [(k, v) for k, v in (("model.factory", sc.model.factory), ("dataset.factory", sc.dataset.factory)) if v]
+    if named and not allow_code:
+        key, spec = named[0]
+        raise HsisimInputError(f"this scenario would import and run {spec!r} (Python code named in the file); "
+                               "if you trust it, pass {allow_code}", key=key)
 
 
 def _factory_parts(sc: Scenario, prof: Profile | None, ds: catalog.Dataset | None,

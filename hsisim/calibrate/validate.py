@@ -39,7 +39,7 @@ from hsisim.calibrate.run import Workload, catalog_gpu_for, dataset_for, parse_d
 from hsisim.errors import HsisimInputError
 from hsisim.montecarlo.store import atomic_write
 from hsisim.profile import FORMAT, load_profile
-from hsisim.resolve import resolve
+from hsisim.resolve import check_code_allowed, resolve
 from hsisim.scenario import Scenario, load_scenario
 from hsisim.sim.micro import MicroSim, gamma_draws
 
@@ -329,7 +329,7 @@ def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, prof
              "checkpoint.every_steps=null", "checkpoint.on_notice=false", "overhead.queue=null", "overhead.boot=0",
              "overhead.image_pull=0", "overhead.init=0", "spot=null", "timings=null"]
     sc = load_scenario(scenario, local)
-    job = resolve(sc)
+    job = resolve(sc, allow_code=True)  # validate() checked that the user allowed the scenario's code
     # the same statistics as the measurement, over 4,000 steady-state steps of the micro simulation
     sim = MicroSim(job, np.random.default_rng(1), start_workers=False)
     sim.run(64)
@@ -352,14 +352,19 @@ def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, prof
 
 
 def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, warmup: int | None = None,
-             profile: Path | None = None, world_size: int = 1, rounds: int = 8, log: Any = None) -> dict[str, Any]:
-    """Measure a real run and predict it; returns measured, predicted and the errors in %."""
+             profile: Path | None = None, world_size: int = 1, rounds: int = 8, log: Any = None,
+             allow_code: bool = False) -> dict[str, Any]:
+    """Measure a real run and predict it; returns measured, predicted and the errors in %.
+
+    Factories named in the scenario are the user's code: they run only with ``allow_code``.
+    """
     dev = parse_device(device)
     if steps < 5:
-        raise HsisimInputError(f"--steps must be at least 5, got {steps}")
+        raise HsisimInputError(f"{{steps}} must be at least 5, got {steps}")
     if world_size not in (1, 2):
-        raise HsisimInputError(f"--world-size must be 1 or 2, got {world_size}")
+        raise HsisimInputError(f"{{world_size}} must be 1 or 2, got {world_size}")
     sc = load_scenario(scenario, sets)
+    check_code_allowed(sc, allow_code)
     say = log or (lambda m: None)
     cores = os.cpu_count() or 1
     threads = training_threads(cores, world_size, sc.loader.num_workers) if dev.type == "cpu" else 1
