@@ -167,11 +167,16 @@ def fit_exponential(sample: LifetimeSample) -> HazardFit:
 
 
 def weibull_log_likelihood(sample: LifetimeSample, shape: float, scale_hours: float) -> float:
-    """Censored Weibull log-likelihood: Σ log f(t) over preemptions + Σ log S(t) over censored lifetimes."""
-    t = sample.hours
-    obs = sample.observed
-    return float(stats.weibull_min.logpdf(t[obs], shape, scale=scale_hours).sum()
-                 + stats.weibull_min.logsf(t[~obs], shape, scale=scale_hours).sum())
+    """Censored Weibull log-likelihood: Σ log f(t) over preemptions + Σ log S(t) over censored lifetimes.
+
+    With z = t/λ: log f = ln(k/λ) + (k − 1)·ln z − zᵏ and log S = −zᵏ, so the sum is
+    d·ln(k/λ) + (k − 1)·Σ_events ln z − Σ_all zᵏ (zᵏ taken as exp(k·ln z): large k would overflow).
+    """
+    log_z = np.log(sample.hours) - math.log(scale_hours)
+    with np.errstate(over="ignore"):
+        zk = np.exp(shape * log_z)
+    d = sample.events
+    return float(d * math.log(shape / scale_hours) + (shape - 1) * log_z[sample.observed].sum() - zk.sum())
 
 
 def _profile_shape_ll(sample: LifetimeSample, shape: float) -> float:
@@ -189,7 +194,7 @@ def _profile_shape_ll(sample: LifetimeSample, shape: float) -> float:
 def _profile_scale_ll(sample: LifetimeSample, scale: float, shape_hat: float) -> float:
     """Log-likelihood maximised over the shape at a fixed scale (1-D, on log shape)."""
     res = optimize.minimize_scalar(lambda u: -weibull_log_likelihood(sample, math.exp(u), scale),
-                                   bracket=(math.log(shape_hat) - 0.1, math.log(shape_hat) + 0.1))
+                                   bracket=(math.log(shape_hat) - 0.1, math.log(shape_hat) + 0.1), tol=1e-10)
     return -float(res.fun)
 
 
