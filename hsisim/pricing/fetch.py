@@ -40,20 +40,26 @@ def known_regions() -> set[str]:
             for r in session.get_available_regions("ec2", partition_name=part)}
 
 
-def check_request(region: str, instance_types: Sequence[str], days: float) -> list[str]:
-    """Validate the request before any call; returns the instance types, de-duplicated in order."""
+def check_request(*, region: str, instance_types: Sequence[str], days: float, on_demand: str = "pricing_api",
+                  max_attempts: int = 5, out: str | Path | None = None) -> list[str]:
+    """Validate a fetch before any call; returns the instance types, de-duplicated in order."""
     if region not in known_regions():
         raise HsisimInputError(f"unknown EC2 region {region!r} (botocore knows e.g. us-east-1, eu-west-1)",
                                key="region")
     types = list(dict.fromkeys(instance_types))
-    if not types:
-        raise HsisimInputError("give at least one instance type", key="instance_types")
     bad = [t for t in types if not _INSTANCE_TYPE.match(t)]
-    if bad:
-        raise HsisimInputError(f"not an instance type name: {', '.join(bad)} (e.g. g5.xlarge)", key="instance_types")
+    if not types or bad:
+        raise HsisimInputError(f"not an instance type name: {', '.join(bad)} (e.g. g5.xlarge)" if bad
+                               else "give at least one instance type", key="instance_types")
     if not 0 < days <= MAX_DAYS:
         raise HsisimInputError(f"must be in (0, {MAX_DAYS:g}] days (EC2 keeps 90 days of history), got {days}",
                                key="days")
+    if on_demand not in ("pricing_api", "catalog"):
+        raise HsisimInputError(f"expected pricing_api or catalog, got {on_demand!r}", key="on_demand")
+    if not 1 <= max_attempts <= 20:
+        raise HsisimInputError(f"must be between 1 and 20, got {max_attempts}", key="max_attempts")
+    if out is not None and not Path(out).parent.is_dir():  # a typo must not cost an API call
+        raise HsisimInputError(f"directory {Path(out).parent} does not exist", key="out")
     return types
 
 
@@ -130,42 +136,43 @@ def fetch_prices(*, region: str, instance_types: Sequence[str], out: str | Path,
     """Fetch ``days`` of spot prices for ``instance_types`` in ``region`` and write a trace to ``out``.
 
     ``on_demand``: ``pricing_api`` (the Price List Query API, falling back to the catalog when it is
-    not reachable) or ``catalog``. ``clients`` = (ec2 client, pricing client) replaces the clients
-    made from the standard credential chain (tests, notebooks with their own session). Returns the
-    written paths and the provenance; nothing is written when anything fails.
+    not reachable) or ``catalog``. ``max_attempts`` counts every try of a request. ``clients`` =
+    (ec2 client, pricing client) replaces the clients made from the standard credential chain
+    (tests, notebooks with their own session). Returns the written paths and the provenance;
+    nothing is written when anything fails.
     """
-    types = check_request(region, instance_types, days)
-    if on_demand not in ("pricing_api", "catalog"):
-        raise HsisimInputError(f"expected pricing_api or catalog, got {on_demand!r}", key="on_demand")
-    if not 1 <= max_attempts <= 20:
-        raise HsisimInputError(f"must be between 1 and 20, got {max_attempts}", key="max_attempts")
+    types = check_request(region=region, instance_types=instance_types, days=days, on_demand=on_demand,
+                          max_attempts=max_attempts, out=out)
     shown = public_endpoint(endpoint_url)
-    if not Path(out).parent.is_dir():  # before any request: a typo must not cost an API call
-        raise HsisimInputError(f"directory {Path(out).parent} does not exist", key="out")
-    if clients is None:
-        ec2, make_pricing = make_clients(region, endpoint_url, max_attempts)
-    else:
-        ec2, make_pricing = clients[0], (lambda: clients[1])
-    from botocore.exceptions import BotoCoreError, ClientError
-
+    ec2, make_pricing = make_clients(region, endpoint_url, max_attempts) if clients is None else \
+        (clients[0], lambda: clients[1])
     end = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
     start = end - timedelta(days=days)
-    try:
-        records, pages = spot_history(ec2, instance_types=types, product=product, start=start, end=end)
-    except (BotoCoreError, ClientError) as exc:
-        raise aws_error(exc, region=region, instance_types=types, endpoint=shown) from None
+    records, pages = _history(ec2, region=region, instance_types=types, product=product, start=start, end=end,
+                              endpoint=shown)
     df = windowed(_checked(records, region=region, instance_types=types, product=product), start, end)
     od = on_demand_prices(make_pricing if on_demand == "pricing_api" else None, region=region,
                           instance_types=types, product=product)
     prov = {"format": "hsisim price trace 1", "created_utc": iso_utc(pd.Timestamp(datetime.now(UTC))),
             "fetched_utc": iso_utc(pd.Timestamp(end)), "source": "fetch",
-            "apis": ["ec2:DescribeSpotPriceHistory"] + (["pricing:GetProducts"] if on_demand == "pricing_api" else []),
+            "apis": ["ec2:DescribeSpotPriceHistory"] + (["pricing:GetProducts"] if od.asked_api else []),
             "region": region, "endpoint_url": shown, "product_requested": product, "pages": pages,
             "api_records": len(records), "window": {"start_utc": iso_utc(pd.Timestamp(start)),
                                                     "end_utc": iso_utc(pd.Timestamp(end)), "days": days},
             **trace_facts(df), "on_demand": od.as_json()}
     path, side = write_trace(df, out, prov)
     return PriceTraceWritten(path, side, prov)
+
+
+def _history(ec2: Any, *, region: str, instance_types: list[str], product: str, start: datetime, end: datetime,
+             endpoint: str | None) -> tuple[list[dict[str, Any]], int]:
+    """``spot_history`` with every boto3/botocore failure turned into one clear ``HsisimInputError``."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return spot_history(ec2, instance_types=instance_types, product=product, start=start, end=end)
+    except (BotoCoreError, ClientError) as exc:
+        raise aws_error(exc, region=region, instance_types=instance_types, endpoint=endpoint) from None
 
 
 def _checked(records: list[dict[str, Any]], *, region: str, instance_types: list[str], product: str) -> pd.DataFrame:

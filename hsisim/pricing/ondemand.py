@@ -47,6 +47,7 @@ class OnDemand:
     source: str | None  # "pricing_api", "catalog", or None (none known)
     usd_per_hour: dict[str, float] = field(default_factory=dict)
     note: str = ""
+    asked_api: bool = False  # whether the Pricing API was called (successfully or not)
 
     def as_json(self) -> dict[str, Any]:
         return {"source": self.source, "usd_per_hour": dict(self.usd_per_hour), "note": self.note}
@@ -115,20 +116,21 @@ def on_demand_prices(pricing: Callable[[], Any] | None, *, region: str, instance
     """
     from botocore.exceptions import BotoCoreError, ClientError
 
-    reason = "the Pricing API was not asked"
+    reason = "the Pricing API was not asked (on_demand = catalog)"
     if pricing is not None:
         try:
             return OnDemand("pricing_api", from_pricing_api(pricing(), region=region, instance_types=instance_types,
-                                                            product=product), "AWS Price List Query API")
+                                                            product=product), "AWS Price List Query API", True)
         except (BotoCoreError, ClientError, LookupError, ValueError, KeyError) as exc:
             reason = f"the Pricing API was not usable ({_reason(exc)})"
+    asked = pricing is not None
     found = from_catalog(instance_types) if OPERATING_SYSTEMS.get(product) == "Linux" else {}
     if not found:
-        return OnDemand(None, {}, f"{reason}; the catalog has no list price for {', '.join(instance_types)}")
+        return OnDemand(None, {}, f"{reason}; the catalog has no list price for {', '.join(instance_types)}", asked)
     missing = sorted(set(instance_types) - set(found))
     note = f"{reason}; catalog list price (us-east-1, Linux)" + (f", unknown for {', '.join(missing)}"
                                                                    if missing else "")
-    return OnDemand("catalog", found, note)
+    return OnDemand("catalog", found, note, asked)
 
 
 def _reason(exc: Exception) -> str:

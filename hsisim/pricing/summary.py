@@ -103,24 +103,29 @@ def summarize_prices(*, path: str | Path) -> dict[str, Any]:
     prov = read_provenance(path)
     types = sorted(df["instance_type"].unique()) if "instance_type" in df.columns else []
     od, od_source = _on_demand(prov, types)
-    series, cheapest = [], []
+    by_type = [c for c in ("instance_type", "product") if c in df.columns]
+    cheapest = []
+    for key, g in (df.groupby(by_type, sort=True) if by_type and "availability_zone" in df.columns else []):
+        best = cheapest_zone(g)
+        if best:
+            cheapest.append(dict(zip(by_type, key, strict=True)) | best)
+    return {"file": str(path), "median": "time-weighted", "series": _series_rows(df, od), "cheapest": cheapest,
+            "on_demand": {t: {"usd_per_hour": od[t], "source": od_source[t]} for t in od},
+            "provenance": _provenance_brief(prov), "notes": _notes(types, od, od_source, prov)}
+
+
+def _series_rows(df: pd.DataFrame, on_demand: dict[str, float]) -> list[dict[str, Any]]:
+    """One row per series: its key columns, its statistics and its spot/on-demand ratio."""
     keys = [c for c in SERIES if c in df.columns]
+    rows = []
     for key, s in df.groupby(keys, sort=True):
         row = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
         stats = series_stats(s.drop_duplicates(["timestamp_utc", "spot_usd_per_hour"]))
-        price = od.get(str(row.get("instance_type")))
+        price, mean = on_demand.get(str(row.get("instance_type"))), stats["mean_usd_per_hour"]
         stats["on_demand_usd_per_hour"] = price
-        stats["spot_to_on_demand"] = _num(stats["mean_usd_per_hour"] / price, 4) if price and \
-            stats["mean_usd_per_hour"] is not None else None
-        series.append(row | stats)
-    by_type = [c for c in ("instance_type", "product") if c in df.columns]
-    for key, g in (df.groupby(by_type, sort=True) if by_type else []):
-        best = cheapest_zone(g) if "availability_zone" in g.columns else None
-        if best:
-            cheapest.append(dict(zip(by_type, key, strict=True)) | best)
-    return {"file": str(path), "median": "time-weighted", "series": series, "cheapest": cheapest,
-            "on_demand": {t: {"usd_per_hour": od[t], "source": od_source[t]} for t in od},
-            "provenance": _provenance_brief(prov), "notes": _notes(types, od, od_source, prov)}
+        stats["spot_to_on_demand"] = _num(mean / price, 4) if price and mean is not None else None
+        rows.append(row | stats)
+    return rows
 
 
 def _provenance_brief(prov: dict[str, Any] | None) -> dict[str, Any] | None:
