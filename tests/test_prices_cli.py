@@ -149,7 +149,10 @@ def test_show_table_is_readable_at_80_columns(tmp_path: Path) -> None:
 def test_show_of_a_missing_or_bad_file_is_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("when,price\n1,2\n")
-    for path, match in ((tmp_path / "none.csv", "price trace not found"), (bad, "needs 'timestamp_utc'")):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("timestamp_utc,spot_usd_per_hour\n")
+    for path, match in ((tmp_path / "none.csv", "price trace not found"), (bad, "needs 'timestamp_utc'"),
+                        (empty, "holds no price records")):
         code, _, err = _invoke("prices", "show", str(path))
         assert code == 2 and err.count("\n") == 1 and match in err
 
@@ -208,6 +211,23 @@ def test_hazard_reads_gcp_stopped_as_censored() -> None:
     assert report["censored_statuses"] == {"stopped": 725}
     (g,) = report["groups"]
     assert (g["n"], g["events"]) == (1442, 717)
+
+
+def test_hazard_groups_without_a_weibull_maximum_are_reported_not_crashed(tmp_path: Path) -> None:
+    lifetimes = tmp_path / "few.csv"
+    lifetimes.write_text("lifetime_hours,status,g\n2,preempted,same\n2,preempted,same\n2,preempted,same\n"
+                         "3,preempted,solo\n1,preempted,ok\n4,preempted,ok\n9,stopped,ok\n0.5,preempted,ok\n")
+    code, stdout, err = _invoke("prices", "hazard", str(lifetimes), "--group-by", "g", "--json")
+    assert code == 0, err
+    groups = {g["group"]: g for g in _strict(stdout)["groups"]}
+    for name in ("same", "solo"):  # identical event times: the Weibull shape runs to infinity
+        g = groups[name]
+        assert g["weibull"] is None and "no finite Weibull maximum" in g["note"]
+        assert g["preferred"] == "exponential" and g["exponential"]["rate_per_hour"] == pytest.approx(
+            g["events"] / g["exposure_hours"], rel=1e-5)
+    assert groups["ok"]["weibull"] is not None and groups["ok"]["note"] is None
+    code, stdout, err = _invoke("prices", "hazard", str(lifetimes), "--group-by", "g", columns=80)
+    assert code == 0 and "g = same: 3 lifetimes, 3 preemptions" in stdout
 
 
 @pytest.mark.parametrize(("args", "match"), [(["--group-by", "gpu"], "group_by: no column 'gpu'"),

@@ -27,7 +27,11 @@ HOURS_PER_MONTH = 730.0
 EVENT_STATUS = "preempted"
 # Statuses seen in the real lifetime files; every status other than EVENT_STATUS is right-censored.
 KNOWN_CENSORED = ("censored_alive_at_end", "stopped")
-CHI2_1_95 = float(stats.chi2.ppf(0.95, 1))  # likelihood-ratio threshold of a 95 % profile interval
+CHI2_1_95 = float(stats.chi2.ppf(0.95, 1))
+# A fitted Weibull shape beyond this is a likelihood without a maximum (identical event times, the
+# optimiser stopping near float overflow), not a law; real samples give 0.3–2 (or ~10⁴ for GCP's
+# lifetimes that all end at the 24 h cap).
+MAX_SHAPE = 1e6  # likelihood-ratio threshold of a 95 % profile interval
 
 # AWS Spot Instance Advisor publishes, per instance type and region, the "frequency of
 # interruption": the share of instances of that type reclaimed over the trailing month, in bands.
@@ -176,7 +180,8 @@ def weibull_log_likelihood(sample: LifetimeSample, shape: float, scale_hours: fl
     with np.errstate(over="ignore"):
         zk = np.exp(shape * log_z)
     d = sample.events
-    return float(d * math.log(shape / scale_hours) + (shape - 1) * log_z[sample.observed].sum() - zk.sum())
+    ll = float(d * math.log(shape / scale_hours) + (shape - 1) * log_z[sample.observed].sum() - zk.sum())
+    return ll if math.isfinite(ll) else -math.inf
 
 
 def _profile_shape_ll(sample: LifetimeSample, shape: float) -> float:
@@ -192,9 +197,15 @@ def _profile_shape_ll(sample: LifetimeSample, shape: float) -> float:
 
 
 def _profile_scale_ll(sample: LifetimeSample, scale: float, shape_hat: float) -> float:
-    """Log-likelihood maximised over the shape at a fixed scale (1-D, on log shape)."""
+    """Log-likelihood maximised over the shape at a fixed scale (1-D, on log shape).
+
+    For a fixed scale the log-likelihood is concave in the shape, so a bounded search within a
+    factor e⁶ of the unconstrained estimate finds its maximum without overflowing.
+    """
+    u0 = math.log(shape_hat)
     res = optimize.minimize_scalar(lambda u: -weibull_log_likelihood(sample, math.exp(u), scale),
-                                   bracket=(math.log(shape_hat) - 0.1, math.log(shape_hat) + 0.1), tol=1e-10)
+                                   bounds=(max(u0 - 6.0, -30.0), min(u0 + 6.0, 30.0)), method="bounded",
+                                   options={"xatol": 1e-10})
     return -float(res.fun)
 
 
@@ -245,6 +256,9 @@ def fit_weibull(sample: LifetimeSample) -> HazardFit:
 
 def _weibull_fit(s: LifetimeSample, data: stats.CensoredData, exposure_hours: float) -> HazardFit:
     shape, _, scale = stats.weibull_min.fit(data, floc=0, optimizer=_tight_fmin)
+    if not (np.isfinite(shape) and shape < MAX_SHAPE and np.isfinite(scale)):
+        raise HsisimInputError("no finite Weibull maximum: the preemption times barely spread (the shape runs "
+                               "to infinity); fit an exponential, or gather more lifetimes")
     # the profile's own maximum where it beats the optimiser's end point by rounding
     ll = max(weibull_log_likelihood(s, shape, scale), _profile_shape_ll(s, shape))
     shape_ci = (_crossing(lambda k: _profile_shape_ll(s, k), ll, shape, 0.5),

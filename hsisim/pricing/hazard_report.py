@@ -60,9 +60,18 @@ def group_report(sample: hz.LifetimeSample, *, fit: str = "both") -> dict[str, A
         out["note"] = (f"no preemptions in {sample.exposure_hours:.4g} h: no rate can be fitted; the one-sided "
                        f"95 % upper bound is −ln(0.05)/exposure = {bound:.4g}/h")
         return out
-    fits = {f: hz.FITTERS[f](sample) for f in (("exponential", "weibull") if fit == "both" else (fit,))}
+    fits, notes = {}, []
+    for name in ("exponential", "weibull") if fit == "both" else (fit,):
+        try:
+            fits[name] = hz.FITTERS[name](sample)
+        except HsisimInputError as exc:  # a family without a maximum here: say so, keep the others
+            notes.append(f"{name}: {exc.message}")
+    if not fits:
+        out["note"] = "; ".join(notes)
+        return out
     for name, f in fits.items():
         out[name] = _fit_json(f)
+    out["note"] = "; ".join(notes) or None
     preferred = next(iter(fits.values()))
     if len(fits) == 2:
         lr = hz.likelihood_ratio(fits["exponential"], fits["weibull"])

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hsisim.errors import HsisimInputError
 from hsisim.pricing.ondemand import from_catalog
 from hsisim.pricing.trace import SERIES, iso_utc, read_provenance, read_table
 
@@ -100,6 +101,8 @@ def summarize_prices(*, path: str | Path) -> dict[str, Any]:
     over the on-demand price (from the trace's provenance, else the catalog's us-east-1 list price).
     """
     df = read_table(path, key="path")
+    if df.empty:
+        raise HsisimInputError(f"{path} holds no price records", key="path")
     prov = read_provenance(path)
     types = sorted(df["instance_type"].unique()) if "instance_type" in df.columns else []
     od, od_source = _on_demand(prov, types)

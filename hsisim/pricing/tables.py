@@ -63,11 +63,12 @@ def print_hazard_report(report: dict[str, Any], console: Console) -> None:
                       f"{g['exposure_hours']:.4g} h exposure")
         if g["note"]:
             console.print(f"  {g['note']}")
+        if not (g["exponential"] or g["weibull"]):
             continue
         console.print(_fit_table(g))
         lr = g["likelihood_ratio"]
         if lr:
-            console.print(f"  LR test, exponential = Weibull with shape 1: 2Δll = {lr['statistic']:.4g}, "
+            console.print(f"  LR (exponential = Weibull k=1): 2Δll = {lr['statistic']:.4g}, "
                           f"p = {lr['p_value']:.3g} → {g['preferred']}")
         console.print(f"  spot:\n    hazard: {g['spot_hazard']}")
 
