@@ -329,3 +329,12 @@ def test_a_written_parquet_trace_keeps_its_types(tmp_path: Path) -> None:
     assert list(raw.columns) == ["timestamp_utc", "region", "availability_zone", "instance_type", "product",
                                  "spot_usd_per_hour"]
     assert str(raw["timestamp_utc"].dt.tz) == "UTC" and raw["spot_usd_per_hour"].dtype == float
+
+
+def test_only_a_public_endpoint_is_recorded() -> None:
+    from hsisim.pricing.fetch import public_endpoint
+
+    assert public_endpoint("http://user:pa55@127.0.0.1:5000/x?sig=abc#f") == "http://127.0.0.1:5000/x"
+    for bad in ("ftp://host", "http://127.0.0.1:port", "127.0.0.1:5000"):
+        with pytest.raises(HsisimInputError, match="expected http"):
+            public_endpoint(bad)

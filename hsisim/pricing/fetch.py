@@ -34,10 +34,14 @@ _INSTANCE_TYPE = re.compile(r"^[a-z0-9-]+\.[a-z0-9-]+$")
 def known_regions() -> set[str]:
     """Every EC2 region botocore knows, over all partitions (aws, aws-cn, aws-us-gov, …)."""
     import boto3
+    from botocore.exceptions import BotoCoreError
 
-    session = boto3.session.Session()
-    return {r for part in session.get_available_partitions()
-            for r in session.get_available_regions("ec2", partition_name=part)}
+    try:
+        session = boto3.session.Session()
+        return {r for part in session.get_available_partitions()
+                for r in session.get_available_regions("ec2", partition_name=part)}
+    except BotoCoreError as exc:  # e.g. AWS_PROFILE names a profile that does not exist
+        raise HsisimInputError(f"cannot set up an AWS session: {_one_line(exc)}") from None
 
 
 def check_request(*, region: str, instance_types: Sequence[str], days: float, on_demand: str = "pricing_api",
@@ -68,9 +72,13 @@ def public_endpoint(url: str | None) -> str | None:
     if url is None:
         return None
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise HsisimInputError(f"expected http(s)://HOST[:PORT], got {parts.scheme or '?'}://…", key="endpoint_url")
-    host = parts.hostname + (f":{parts.port}" if parts.port else "")
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise HsisimInputError("expected http(s)://HOST[:PORT]", key="endpoint_url")
+    host = parts.hostname + (f":{port}" if port else "")
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
