@@ -9,6 +9,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from hsisim.cli_prices import prices_app
 from hsisim.errors import HsisimInputError
 from hsisim.writer import dumps
 
@@ -16,6 +17,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="What a hyperspectral training job really costs on a rented GPU cluster.")
 scenario_app = typer.Typer(no_args_is_help=True, help="Scenario files: JSON Schema and validation.")
 app.add_typer(scenario_app, name="scenario")
+app.add_typer(prices_app, name="prices")
 
 T = TypeVar("T")
 

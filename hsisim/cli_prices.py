@@ -1,0 +1,113 @@
+"""``hsisim prices``: real spot prices and interruption hazards (thin wrappers over ``hsisim.pricing``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from hsisim.errors import HsisimInputError
+
+prices_app = typer.Typer(no_args_is_help=True, help="Real AWS spot prices and interruption hazards.")
+T = TypeVar("T")
+AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+
+
+def _guard(fn: Callable[[], T]) -> T:
+    """Bad input becomes one line on stderr and exit code 2 (as every hsisim command)."""
+    try:
+        return fn()
+    except HsisimInputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console()
+
+
+def _written(result: Any, as_json: bool) -> None:
+    prov = result.provenance
+    if as_json:
+        typer.echo(json.dumps(prov, allow_nan=False))
+        return
+    typer.echo(f"wrote {result.path}: {prov['rows']} rows, {', '.join(prov['instance_types'])} in "
+               f"{', '.join(prov['regions'])}" + (f", {prov['pages']} page(s)" if "pages" in prov else ""))
+    od = prov.get("on_demand")
+    if od:
+        typer.echo(f"on-demand: {od['source'] or 'unknown'} — {od['note']}")
+    typer.echo(f"provenance: {result.provenance_path}")
+
+
+@prices_app.command("fetch")
+def fetch(
+    region: Annotated[str, typer.Option(help="AWS region, e.g. us-east-1.")],
+    instance_type: Annotated[list[str], typer.Option("--instance-type", help="Instance type (repeatable).")],
+    out: Annotated[Path, typer.Option(help="Trace to write: .csv, or .parquet.")],
+    days: Annotated[float, typer.Option(help="Days of history, up to 90.")] = 7.0,
+    product: Annotated[str, typer.Option(help="Product description.")] = "Linux/UNIX",
+    endpoint_url: Annotated[str | None, typer.Option(help="Another EC2 endpoint (e.g. a local moto server).")] = None,
+    on_demand: Annotated[str, typer.Option(help="pricing-api (else catalog fallback) | catalog")] = "pricing-api",
+    max_attempts: Annotated[int, typer.Option(help="Attempts per request (botocore standard retry mode).")] = 5,
+    as_json: AsJson = False,
+) -> None:
+    """Spot price history from your AWS account (boto3's credential chain) → a tidy trace + provenance."""
+    from hsisim.pricing.fetch import fetch_prices
+
+    res = _guard(lambda: fetch_prices(region=region, instance_types=instance_type, out=str(out), days=days,
+                                      product=product, endpoint_url=endpoint_url,
+                                      on_demand=on_demand.replace("-", "_"), max_attempts=max_attempts))
+    _written(res, as_json)
+
+
+@prices_app.command("import")
+def import_(
+    files: Annotated[list[Path], typer.Argument(help="Saved describe-spot-price-history JSON files.")],
+    out: Annotated[Path, typer.Option(help="Trace to write: .csv, or .parquet.")],
+    as_json: AsJson = False,
+) -> None:
+    """The same trace from saved `aws ec2 describe-spot-price-history` JSON (no AWS access needed)."""
+    from hsisim.pricing.imports import import_history
+
+    _written(_guard(lambda: import_history(files=files, out=out)), as_json)
+
+
+@prices_app.command("show")
+def show(
+    file: Annotated[Path, typer.Argument(help="A price trace (CSV or Parquet).")],
+    as_json: AsJson = False,
+) -> None:
+    """Per instance type and zone: min / median / max, changes per day, spot/on-demand, cheapest zone."""
+    from hsisim.pricing.summary import summarize_prices
+
+    summary = _guard(lambda: summarize_prices(path=file))
+    if as_json:
+        typer.echo(json.dumps(summary, allow_nan=False))
+        return
+    from hsisim.pricing.tables import print_price_summary
+
+    print_price_summary(summary, _console())
+
+
+@prices_app.command("hazard")
+def hazard(
+    file: Annotated[Path, typer.Argument(help="Lifetimes CSV: lifetime_hours, status (preempted = event).")],
+    group_by: Annotated[str | None, typer.Option(help="Fit each value of this column, e.g. gpu_type, zone.")] = None,
+    fit: Annotated[str, typer.Option(help="exponential | weibull | both")] = "both",
+    as_json: AsJson = False,
+) -> None:
+    """Censored ML fits of observed lifetimes per group, 95 % intervals, LR test, a spot.hazard block to paste."""
+    from hsisim.pricing.hazard_report import fit_hazards
+
+    report = _guard(lambda: fit_hazards(path=file, group_by=group_by, fit=fit))
+    if as_json:
+        typer.echo(json.dumps(report, allow_nan=False))
+        return
+    from hsisim.pricing.tables import print_hazard_report
+
+    print_hazard_report(report, _console())
