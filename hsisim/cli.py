@@ -9,6 +9,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from hsisim.cli_common import guard, interrupted
 from hsisim.cli_prices import prices_app
 from hsisim.errors import HsisimInputError
 from hsisim.writer import dumps
@@ -20,27 +21,6 @@ app.add_typer(scenario_app, name="scenario")
 app.add_typer(prices_app, name="prices")
 
 T = TypeVar("T")
-
-
-def _guard(fn: Callable[[], T]) -> T:
-    """Run ``fn``; bad input becomes one line on stderr and exit code 2, never a traceback."""
-    try:
-        return fn()
-    except HsisimInputError as exc:
-        typer.echo(f"error: {exc.cli_text()}", err=True)
-        raise typer.Exit(2) from None
-
-
-def _interrupted(out: Path | None, again: str) -> None:
-    """Ctrl-C: say what was kept and how to continue; exit 130 like any interrupted command."""
-    if out is not None:
-        from hsisim.montecarlo.store import saved_replicas
-
-        typer.echo(f"interrupted: {saved_replicas(out):,} replicas are saved in {out}; continue with\n"
-                   f"  {again} --out {out} --resume", err=True)
-    else:
-        typer.echo("interrupted", err=True)
-    raise typer.Exit(130)
 
 
 Sets = Annotated[list[str] | None, typer.Option("--set", help="Override a key: --set cluster.nodes=4 (repeatable).")]
@@ -122,9 +102,9 @@ def run(
             max_replicas=max_replicas, allow_long=allow_long, allow_code=allow_code), quiet=as_json)
 
     try:
-        results = _guard(go)
+        results = guard(go)
     except KeyboardInterrupt:
-        _interrupted(out, f"hsisim run {scenario}")
+        interrupted(out, f"hsisim run {scenario}")
     summary = results.summary()
     if as_json:
         typer.echo(dumps(summary))
@@ -205,9 +185,9 @@ def plan(
         return result
 
     try:
-        result = _guard(go)
+        result = guard(go)
     except KeyboardInterrupt:
-        _interrupted(out, f"hsisim plan {scenario}")
+        interrupted(out, f"hsisim plan {scenario}")
     if as_json:
         typer.echo(dumps(result))
         return
@@ -245,9 +225,9 @@ def optimize(
                                  allow_code=allow_code)
 
     try:
-        result = _guard(go).to_json()
+        result = guard(go).to_json()
     except KeyboardInterrupt:
-        _interrupted(None, "")
+        interrupted(None, "")
     if as_json:
         typer.echo(dumps(result))
         return
@@ -318,9 +298,9 @@ def calibrate(
                           factory_kwargs=factory_kwargs)
 
     try:
-        prof = _guard(go)
+        prof = guard(go)
     except KeyboardInterrupt:
-        _interrupted(None, "")
+        interrupted(None, "")
     if as_json:
         typer.echo(dumps(prof))
         return
@@ -358,9 +338,9 @@ def validate(
                               world_size=world_size, log=log, allow_code=allow_code)
 
     try:
-        res = _guard(go)
+        res = guard(go)
     except KeyboardInterrupt:
-        _interrupted(None, "")
+        interrupted(None, "")
     if as_json:
         typer.echo(dumps(res))
         return
@@ -393,7 +373,7 @@ def scenario_validate(
         job = resolve(sc, allow_code=allow_code)
         return f"{scenario}: ok ({sc.name}: {job.world} GPUs, {job.total_steps:,} steps)"
 
-    typer.echo(_guard(go))
+    typer.echo(guard(go))
 
 
 def _writable_parent(path: Path) -> None:

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
-from hsisim.errors import HsisimInputError
+from hsisim.cli_common import guard
+from hsisim.writer import dumps
 
 prices_app = typer.Typer(no_args_is_help=True, help="Real AWS spot prices and interruption hazards.")
-T = TypeVar("T")
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
-
-
-def _guard(fn: Callable[[], T]) -> T:
-    """Bad input becomes one line on stderr and exit code 2 (as every hsisim command)."""
-    try:
-        return fn()
-    except HsisimInputError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
 
 
 def _console() -> Any:
@@ -34,7 +23,7 @@ def _console() -> Any:
 def _written(result: Any, as_json: bool) -> None:
     prov = result.provenance
     if as_json:
-        typer.echo(json.dumps(prov, allow_nan=False))
+        typer.echo(dumps(prov))
         return
     typer.echo(f"wrote {result.path}: {prov['rows']} rows, {', '.join(prov['instance_types'])} in "
                f"{', '.join(prov['regions'])}" + (f", {prov['pages']} page(s)" if "pages" in prov else ""))
@@ -59,7 +48,7 @@ def fetch(
     """Spot price history from your AWS account (boto3's credential chain) → a tidy trace + provenance."""
     from hsisim.pricing.fetch import fetch_prices
 
-    res = _guard(lambda: fetch_prices(region=region, instance_types=instance_type, out=str(out), days=days,
+    res = guard(lambda: fetch_prices(region=region, instance_types=instance_type, out=str(out), days=days,
                                       product=product, endpoint_url=endpoint_url,
                                       on_demand=on_demand.replace("-", "_"), max_attempts=max_attempts))
     _written(res, as_json)
@@ -74,7 +63,7 @@ def import_(
     """The same trace from saved `aws ec2 describe-spot-price-history` JSON (no AWS access needed)."""
     from hsisim.pricing.imports import import_history
 
-    _written(_guard(lambda: import_history(files=files, out=out)), as_json)
+    _written(guard(lambda: import_history(files=files, out=out)), as_json)
 
 
 @prices_app.command("show")
@@ -85,9 +74,9 @@ def show(
     """Per instance type and zone: min / median / max, changes per day, spot/on-demand, cheapest zone."""
     from hsisim.pricing.summary import summarize_prices
 
-    summary = _guard(lambda: summarize_prices(path=file))
+    summary = guard(lambda: summarize_prices(path=file))
     if as_json:
-        typer.echo(json.dumps(summary, allow_nan=False))
+        typer.echo(dumps(summary))
         return
     from hsisim.pricing.tables import print_price_summary
 
@@ -104,9 +93,9 @@ def hazard(
     """Censored ML fits of observed lifetimes per group, 95 % intervals, LR test, a spot.hazard block to paste."""
     from hsisim.pricing.hazard_report import fit_hazards
 
-    report = _guard(lambda: fit_hazards(path=file, group_by=group_by, fit=fit))
+    report = guard(lambda: fit_hazards(path=file, group_by=group_by, fit=fit))
     if as_json:
-        typer.echo(json.dumps(report, allow_nan=False))
+        typer.echo(dumps(report))
         return
     from hsisim.pricing.tables import print_hazard_report
 
