@@ -1,6 +1,7 @@
 """The catalog: GPUs, instance types, links, storage kinds, CPU costs, HSI datasets and models.
 
-Figures live in the YAML files beside this module, each with its source; this module loads them
+Figures live in the YAML files beside this module, every entry with its `source` and the date the
+figure was true (`as_of`; prices also `price_as_of` and `price_region`); this module loads them
 once, converts units to SI, and looks names up with an error that lists the known ones.
 """
 
