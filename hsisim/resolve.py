@@ -124,6 +124,9 @@ def resolve(sc: Scenario, *, allow_code: bool = False) -> Job:
         mem_bw_bytes_per_s=gpu.mem_bw_bytes_per_s, optimizer_bytes_per_param=opt_bytes,
         activation_checkpointing=act_ckpt)
     cost = _calibrated(sc, prof, cost, gpu, threads, stats.fwd_flops, notes)
+    if sc.timings is None and (prof is None or prof.source == "spec" or prof.catalog_gpu not in (None, gpu.name)):
+        notes.append(f"compute rests on catalog figures for {gpu.describe(precision)}: no measured calibration "
+                     "of this GPU")
     requested = cost.time(tr.micro_batch) * (tr.global_batch // (tr.micro_batch * world))
     used = cost.time(micro) * accumulation
     stall_share = max(0.0, (used - requested) / used) if micro != tr.micro_batch else 0.0
@@ -142,8 +145,10 @@ def resolve(sc: Scenario, *, allow_code: bool = False) -> Job:
         comm_quantiles = here.allreduce_quantiles
         notes.append(f"all-reduce between the processes of this machine from the profile's probe: α "
                      f"{intra_alpha * 1e6:.0f} us per hop, {intra_bw / 1e9:.2f} GB/s bus bandwidth")
-    topo = collectives.Topology(sc.cluster.nodes, inst.gpus, intra_alpha, intra_bw,
-                                net.latency_s, net.effective_bytes_per_s)
+    # Inter-node bandwidth at this node count (measured busbw where the catalog has it), at the
+    # baseline of "up to" sizes: hours of all-reduces outlast their network burst credits.
+    inter_bw = net.effective_bytes_per_s_at(sc.cluster.nodes, sc.cluster.collective) * inst.network_sustained_fraction
+    topo = collectives.Topology(sc.cluster.nodes, inst.gpus, intra_alpha, intra_bw, net.latency_s, inter_bw)
     grad_bytes = stats.params * states["grads"]
     backward = cost.time(micro) * 2.0 / 3.0
     # ZeRO-1/2 replace the all-reduce by reduce-scatter + all-gather: the same bytes on the wire
@@ -164,7 +169,8 @@ def resolve(sc: Scenario, *, allow_code: bool = False) -> Job:
     if sc.model.zero_stage == 3:  # parameter all-gathers in forward and backward, not overlapped
         gather = 2 * collectives.allgather(stats.params * states["weights"], world,
                                            max(intra.latency_s, net.latency_s),
-                                           min(intra.effective_bytes_per_s, net.effective_bytes_per_s)
+                                           min(intra.effective_bytes_per_s, net.effective_bytes_per_s_at(
+                                               sc.cluster.nodes) * inst.network_sustained_fraction)
                                            if sc.cluster.nodes > 1 else intra.effective_bytes_per_s)
         comm_total += gather * accumulation
         comm_exposed += gather * accumulation
@@ -220,10 +226,17 @@ def resolve(sc: Scenario, *, allow_code: bool = False) -> Job:
     cbytes = ckpt.checkpoint_bytes(stats.params, precision, sc.model.optimizer)
     store = catalog.storage(sc.checkpoint.storage)
     writers = sc.cluster.nodes if sc.model.zero_stage >= 1 else 1
+    write_bw, read_bw = store.write_bw_bytes_per_s, store.read_bw_bytes_per_s
+    if store.name == "ebs" and inst.ebs_baseline_bytes_per_s is not None:
+        # A volume is no faster than the instance's own EBS link. Its baseline, not its burst: AWS
+        # guarantees the burst of smaller sizes for 30 minutes per 24 h only, and a job that writes
+        # checkpoints for hours (beside its dataset and log I/O) cannot count on the credits.
+        write_bw = min(write_bw, inst.ebs_baseline_bytes_per_s)
+        read_bw = min(read_bw, inst.ebs_baseline_bytes_per_s)
     write = sc.checkpoint.write_time if sc.checkpoint.write_time is not None else \
-        ckpt.write_seconds(cbytes, store.write_bw_bytes_per_s, store.latency_s, writers)
+        ckpt.write_seconds(cbytes, write_bw, store.latency_s, writers)
     restore = sc.checkpoint.restore_time if sc.checkpoint.restore_time is not None else \
-        ckpt.write_seconds(cbytes, store.read_bw_bytes_per_s, store.latency_s, writers)
+        ckpt.write_seconds(cbytes, read_bw, store.latency_s, writers)
     snapshot = cbytes / world ** (sc.model.zero_stage >= 1) / pcie.effective_bytes_per_s
 
     on_demand = _price(sc.cost.on_demand_price, inst.on_demand_usd_per_hour, inst.on_demand_usd_per_hour)

@@ -294,12 +294,13 @@ def spec_profile(gpu_name: str, model: str, dataset: str, patch: int | None = No
         params=stats.params, ops=stats.ops, peak_flops=gpu.peak_flops[precision], efficiency=info.efficiency,
         mem_bw_bytes_per_s=gpu.mem_bw_bytes_per_s,
         optimizer_bytes_per_param=3 * states["optimizer"] + 2 * states["weights"] + states["grads"])
+    figures = {"gpu": gpu.name, "precision": precision, "peak_flops": gpu.peak_flops[precision],
+               "mem_bw_bytes_per_s": gpu.mem_bw_bytes_per_s, "memory_bytes": gpu.memory_bytes,
+               "source": gpu.source, "as_of": gpu.as_of, "efficiency": info.efficiency}
     return {"format": FORMAT, "source": "spec",
-            "note": f"derived from the published {gpu.display} figures in the catalog (peak "
-                    f"{gpu.peak_flops[precision] / 1e12:.1f} TFLOP/s {precision}, "
-                    f"{gpu.mem_bw_bytes_per_s / 1e9:.0f} GB/s, "
-                    f"{gpu.memory_bytes / 2**30:.0f} GiB) and the model's layer arithmetic at the catalog's prior "
-                    f"efficiency {info.efficiency}: not measured",
+            "note": f"derived from the catalog figures for {gpu.describe(precision)} and the model's layer "
+                    f"arithmetic at the catalog's prior efficiency {info.efficiency}: not measured",
+            "catalog_figures": figures,
             "device": {"kind": "cuda", "name": gpu.display, "catalog_gpu": gpu.name, "cores": None},
             "model": {"name": w.model, "bands": w.bands, "patch": w.patch, "classes": w.classes, "params": stats.params,
                       "fwd_flops": stats.fwd_flops, "precision": precision, "optimizer": optimizer},
