@@ -55,7 +55,7 @@ def test_pareto_flags_match_brute_force() -> None:
 
 def test_sweep_table_recommendation_and_common_random_numbers() -> None:
     res = plan(SPOT8, sets=[], sweeps=["cluster.nodes=1,2", "cost.spot_price=0.3,0.5"], budget=80.0,
-               deadline_s=21 * 3600, replicas=128, executor="inline")
+               deadline_s=32 * 3600, replicas=128, executor="inline")
     rows = res["combinations"]
     assert [r["settings"] for r in rows] == [
         {"cluster.nodes": n, "cost.spot_price": p} for n in ("1", "2") for p in ("0.3", "0.5")]
