@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hsisim.analytic.compute import LinearCost
+from hsisim.analytic.compute import LinearCost, fit_line
 from hsisim.errors import HsisimInputError
 
 FORMAT = "hsisim-calibration/1"
@@ -58,11 +58,15 @@ def nearest_count(counts: Iterable[int], threads: int) -> int:
 def _fit(d: Any, where: str) -> LinearCost:
     try:
         a, c, cv = float(d["a_s"]), float(d["c_s_per_sample"]), float(d.get("cv", 0.0))
+        points = [(float(p["batch"]), float(p["median_s"])) for p in d.get("points") or []]
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
-    if not all(math.isfinite(v) and v >= 0 for v in (a, c, cv)) or a + c <= 0:
-        raise ValueError(f"{where}: a_s, c_s_per_sample and cv must be finite and not negative, and a batch must "
-                         f"take some time (got a_s={a}, c_s_per_sample={c}, cv={cv})")
+    if not all(math.isfinite(v) for v in (a, c, cv, *(t for _, t in points))) or a < 0 or cv < 0:
+        raise ValueError(f"{where}: a_s and cv must be finite and not negative (got a_s={a}, cv={cv})")
+    if c < 0:  # profiles written before fits were kept non-negative: refit their points the same way
+        a, c, _ = fit_line([b for b, _ in points], [t for _, t in points]) if points else (a, 0.0, 1.0)
+    if a + c <= 0:
+        raise ValueError(f"{where}: a batch must take some time (a_s={a}, c_s_per_sample={c})")
     return LinearCost(a, c, cv)
 
 

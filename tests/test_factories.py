@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch", reason="factories build PyTorch code (pip i
 
 from hsisim.calibrate.validate import validate  # noqa: E402
 from hsisim.cli import app  # noqa: E402
+from hsisim.errors import HsisimInputError  # noqa: E402
 from hsisim.resolve import resolve  # noqa: E402
 from hsisim.scenario import parse_scenario  # noqa: E402
 
@@ -80,7 +81,9 @@ def test_calibrate_measures_the_users_code_and_records_its_source(project: Path)
 
 def test_a_scenario_can_point_at_factories(project: Path) -> None:
     sc = parse_scenario(_scenario(project, 0, 3).read_text())
-    job = resolve(sc)
+    with pytest.raises(HsisimInputError, match="allow_code"):
+        resolve(sc)  # a scenario's code runs only when allowed
+    job = resolve(sc, allow_code=True)
     assert job.steps_per_epoch == 4096 // 32  # len(dataset) samples per epoch
     assert any("flop_counter" in n for n in job.notes) and any("__getitem__ measured" in n for n in job.notes)
     assert job.batch_build_s > 0
@@ -91,7 +94,8 @@ def test_validate_three_loader_configurations_within_10_percent(project: Path) -
     # __getitem__), data-bound (no worker, heavy __getitem__). Medians of 5 runs: the machine is shared.
     configs = {"compute-bound": (1, 1, 48), "in between": (0, 3, 16), "data-bound": (0, 40, 16)}
     for label, (workers, work, width) in configs.items():
-        runs = [validate(_scenario(project, workers, work, width), sets=[], device="cpu", steps=60, rounds=6)
+        runs = [validate(_scenario(project, workers, work, width), sets=[], device="cpu", steps=60, rounds=6,
+                         allow_code=True)
                 for _ in range(5)]
         step = statistics.median(r["error_pct"]["step_time_s"] for r in runs)
         wait = statistics.median(r["error_pct"]["data_wait_fraction"] for r in runs)
@@ -140,7 +144,7 @@ def test_scenario_factory_errors_name_the_key(project: Path) -> None:
                       "width": 8, "workers": 0}
     path = project / "bad.yaml"
     path.write_text(bad)
-    res = runner.invoke(app, ["run", str(path)])
+    res = runner.invoke(app, ["run", str(path), "--allow-code"])
     assert res.exit_code == 2 and "model.factory labnet_factories:nope" in res.output
     both = bad.replace('model: {factory: "labnet_factories:nope"', 'model: {name: hybridsn, factory: "x:y"')
     path.write_text(both)

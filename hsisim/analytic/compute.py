@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 # Training FLOPs are forward + backward ≈ 3 × forward (backward computes gradients with respect to
 # both inputs and weights: Kaplan et al. 2020, "Scaling Laws for Neural Language Models", §2.1).
 TRAIN_FLOPS_PER_FWD = 3.0
@@ -60,3 +62,22 @@ def roofline_ratio(src_peak: float, src_bw: float, dst_peak: float, dst_bw: floa
 def efficiency(compute_s: float, step_s: float) -> float:
     """η = compute / total time (seed article §3.1)."""
     return compute_s / step_s
+
+
+def fit_line(x: list[float] | np.ndarray, y: list[float] | np.ndarray) -> tuple[float, float, float]:
+    """Least squares y = a + c·x with a, c ≥ 0; returns (a, c, R²).
+
+    A time has no negative fixed or per-item part: a negative intercept is noise (refit through
+    the origin), and so is a negative slope (a batch of 16 measured slower than one of 64: the
+    fit is the constant mean).
+    """
+    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    c, a = np.polyfit(xa, ya, 1) if len(xa) > 1 else (0.0, float(ya.mean()))
+    if c < 0:
+        a, c = float(ya.mean()), 0.0
+    elif a < 0:
+        a, c = 0.0, float(xa @ ya / (xa @ xa))
+    pred = a + c * xa
+    ss = float(((ya - ya.mean()) ** 2).sum())
+    r2 = 1.0 - float(((ya - pred) ** 2).sum()) / ss if ss > 0 else 1.0
+    return float(a), float(c), r2

@@ -25,20 +25,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from hsisim.analytic.compute import fit_line
 from hsisim.calibrate.data import Preprocess
 from hsisim.calibrate.models import build
-
-
-def fit_line(x: list[float] | np.ndarray, y: list[float] | np.ndarray) -> tuple[float, float, float]:
-    """Least squares y = a + c·x; returns (a, c, R²). The intercept is clipped at 0."""
-    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    c, a = np.polyfit(xa, ya, 1)
-    if a < 0:  # a negative fixed cost is noise: refit through the origin
-        a, c = 0.0, float(xa @ ya / (xa @ xa))
-    pred = a + c * xa
-    ss = float(((ya - ya.mean()) ** 2).sum())
-    r2 = 1.0 - float(((ya - pred) ** 2).sum()) / ss if ss > 0 else 1.0
-    return float(a), float(c), r2
 
 
 class Timer:
