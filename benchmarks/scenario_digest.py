@@ -23,7 +23,7 @@ def main() -> None:
     from hsisim.scenario import load_scenario
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 64
-    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
+    for path in sorted((ROOT / "scenarios").rglob("*.yaml")):
         sc = load_scenario(path)
         df = simulate(sc, replicas=n, executor="inline").df
         h = hashlib.sha256()
@@ -31,7 +31,7 @@ def main() -> None:
             h.update(col.encode())
             h.update(np.ascontiguousarray(df[col].to_numpy(dtype=float)).tobytes())
         wall, cost = df["wall_h"].mean(), df["cost_usd"].mean()
-        print(f"{path.name:28s} {h.hexdigest()[:16]}  wall_h {wall:.6f}  cost {cost:.6f}")
+        print(f"{str(path.relative_to(ROOT / 'scenarios')):34s} {h.hexdigest()[:16]}  wall_h {wall:.6f}  cost {cost:.6f}")
 
 
 if __name__ == "__main__":
