@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 from timing import timed
 
-from hsisim.montecarlo import simulate
-from hsisim.resolve import resolve
+from hsisim.api import simulate
+from hsisim.resolve import resolve_job
 from hsisim.scenario import load_scenario
 from hsisim.sim.micro import MicroSim
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> None:
     spot = load_scenario(ROOT / "scenarios" / "spot_8x.yaml")
-    job = resolve(spot)
+    job = resolve_job(spot)
     n = 5000
     t = timed(lambda: MicroSim(job, np.random.default_rng(0)).run(n), 3)[0]
     print(f"micro simulation, spot_8x ({job.world} ranks, {job.num_workers} workers each): "

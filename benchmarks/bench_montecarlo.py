@@ -20,8 +20,9 @@ from pathlib import Path
 
 from timing import timed
 
-from hsisim.montecarlo import prepare, simulate
-from hsisim.resolve import resolve
+from hsisim.api import simulate
+from hsisim.montecarlo import prepare
+from hsisim.resolve import resolve_job
 from hsisim.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +71,7 @@ def fidelity(replicas: int) -> None:
             half = 1.96 * math.hypot(x.std(ddof=1), y.std(ddof=1)) / math.sqrt(replicas)
             cells.append(f"{x.mean():.5g} / {y.mean():.5g} ({abs(x.mean() / y.mean() - 1):.3%}, "
                          f"95 % CI of the difference ±{half / abs(y.mean()):.3%})")
-        print(f"| {label} | {resolve(two_sc).total_steps} | {t_two:.2f} | {t_step:.1f} | {t_step / t_two:,.0f}x | "
+        print(f"| {label} | {resolve_job(two_sc).total_steps} | {t_two:.2f} | {t_step:.1f} | {t_step / t_two:,.0f}x | "
               f"{(t_step / replicas) / per_two:,.0f}x | {cells[0]} | {cells[1]} |")
 
 

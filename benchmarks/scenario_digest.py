@@ -4,7 +4,7 @@
 
 Each scenario in scenarios/ runs REPLICAS replicas (default 64) in this process with its own seed;
 the line printed per scenario is the SHA-256 of the replicas table's bytes (every column, in order).
-Imports only what every version of hsisim has had: the scenario loader and ``simulate``.
+Imports only the scenario loader and ``simulate`` (from where each version of hsisim keeps it).
 """
 
 from __future__ import annotations
@@ -19,8 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
-    from hsisim.montecarlo import simulate
     from hsisim.scenario import load_scenario
+
+    try:  # the public API (hsisim >= 0.2), else the Monte Carlo module of earlier versions
+        from hsisim.api import simulate
+    except ImportError:
+        from hsisim.montecarlo import simulate  # type: ignore[attr-defined,no-redef]
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 64
     for path in sorted((ROOT / "scenarios").rglob("*.yaml")):
@@ -31,7 +35,7 @@ def main() -> None:
             h.update(col.encode())
             h.update(np.ascontiguousarray(df[col].to_numpy(dtype=float)).tobytes())
         wall, cost = df["wall_h"].mean(), df["cost_usd"].mean()
-        print(f"{str(path.relative_to(ROOT / 'scenarios')):34s} {h.hexdigest()[:16]}  wall_h {wall:.6f}  cost {cost:.6f}")
+        print(f"{path.relative_to(ROOT / 'scenarios')!s:34s} {h.hexdigest()[:16]}  wall_h {wall:.6f}  cost {cost:.6f}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from hsisim.calibrate.validate import validate
+from hsisim.calibration.validate import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = [("compute-bound", "cpu_compute_bound", 1), ("in between", "cpu_in_between", 1),

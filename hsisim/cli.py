@@ -1,15 +1,13 @@
-"""The ``hsisim`` command: thin Typer wrappers over plain functions of the package."""
+"""The ``hsisim`` command: thin Typer wrappers over the public functions of ``hsisim.api``."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
-from hsisim.cli_common import guard, interrupted
+from hsisim.cli_common import console, guard, interrupted, with_progress
 from hsisim.cli_prices import prices_app
 from hsisim.errors import HsisimInputError
 from hsisim.writer import dumps
@@ -20,35 +18,19 @@ scenario_app = typer.Typer(no_args_is_help=True, help="Scenario files: JSON Sche
 app.add_typer(scenario_app, name="scenario")
 app.add_typer(prices_app, name="prices")
 
-T = TypeVar("T")
-
-
+Scenario = Annotated[Path, typer.Argument(help="Scenario YAML file.")]
 Sets = Annotated[list[str] | None, typer.Option("--set", help="Override a key: --set cluster.nodes=4 (repeatable).")]
 Seed = Annotated[int | None, typer.Option(help="Seed (default: the scenario's).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 Workers = Annotated[int | None, typer.Option(help="Worker processes, local or Dask LocalCluster (default: all cores).")]
 Executor = Annotated[str, typer.Option(help="inline | local | dask")]
 Scheduler = Annotated[str | None, typer.Option(help="Dask scheduler tcp://HOST:PORT (default: a LocalCluster).")]
-Out = Annotated[Path | None, typer.Option(help="Directory for replicas.parquet (streamed in parts) and summary.")]
+Out = Annotated[Path | None, typer.Option(help="Folder for replicas.parquet (streamed in parts) and summary.")]
 Resume = Annotated[bool, typer.Option("--resume", help="Continue the run in --out (or add replicas to it).")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace the finished run in --out.")]
 AllowLong = Annotated[bool, typer.Option("--allow-long", help="Run even if the work estimate is over 10 minutes.")]
 AllowCode = Annotated[bool, typer.Option(
     "--allow-code", help="Let the scenario's model/dataset factories (Python code named in the file) run.")]
-
-
-def _check_execution(executor: str, scheduler: str | None, seed: int | None, out: Path | None = None,
-                     resume: bool = False) -> None:
-    """The execution flags every simulating command shares."""
-    from hsisim.montecarlo import check_executor
-
-    check_executor(executor, scheduler)
-    if seed is not None and seed < 0:
-        raise HsisimInputError(f"--seed must not be negative, got {seed}")
-    if resume and out is None:
-        raise HsisimInputError("--resume needs --out DIR (the directory of the run to continue)")
-    if out is not None and out.exists() and not out.is_dir():
-        raise HsisimInputError(f"--out {out} exists and is not a folder")
 
 
 def _fraction(text: str | None, flag: str) -> float | None:
@@ -65,9 +47,14 @@ def _fraction(text: str | None, flag: str) -> float | None:
     return value
 
 
+def _seed(seed: int | None) -> None:
+    if seed is not None and seed < 0:
+        raise HsisimInputError(f"--seed must not be negative, got {seed}")
+
+
 @app.command()
 def run(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    scenario: Scenario,
     replicas: Annotated[int | None, typer.Option(help="Replicas (default: the scenario's).")] = None,
     seed: Seed = None,
     set_: Sets = None,
@@ -85,20 +72,16 @@ def run(
     allow_code: AllowCode = False,
 ) -> None:
     """Simulate SCENARIO (Monte Carlo) and print the time budget, the bill and the percentiles."""
-    from hsisim.montecarlo import simulate
-    from hsisim.scenario import load_scenario
+    from hsisim import api
 
     def go() -> Any:
-        sc = load_scenario(scenario, set_ or [])
-        if replicas is not None and replicas < 1:
-            raise HsisimInputError(f"--replicas must be at least 1, got {replicas}")
+        _seed(seed)
         if replicas is not None and ci_halfwidth is not None:
             raise HsisimInputError("give --replicas or --ci-halfwidth, not both")
         target = _fraction(ci_halfwidth, "--ci-halfwidth")
-        _check_execution(executor, scheduler, seed, out, resume)
-        return _with_progress(lambda tick: simulate(
-            sc, replicas=replicas, seed=seed, workers=workers, executor=executor, scheduler=scheduler,
-            progress=tick, out=out, resume=resume, overwrite=overwrite, ci_halfwidth=target,
+        return with_progress(lambda tick: api.simulate(
+            scenario, overrides=set_ or [], replicas=replicas, seed=seed, workers=workers, executor=executor,
+            scheduler=scheduler, progress=tick, out=out, resume=resume, overwrite=overwrite, ci_halfwidth=target,
             max_replicas=max_replicas, allow_long=allow_long, allow_code=allow_code), quiet=as_json)
 
     try:
@@ -108,39 +91,17 @@ def run(
     summary = results.summary()
     if as_json:
         typer.echo(dumps(summary))
-    else:
-        from rich.console import Console
+        return
+    from hsisim.report.table import print_summary
 
-        from hsisim.report.table import print_summary
-        print_summary(summary, Console())
-        if out is not None:
-            typer.echo(f"results written to {out}/")
-
-
-def _with_progress(fn: Callable[[Callable[[int, int], None]], T], quiet: bool) -> T:
-    """Run ``fn(tick)`` under a rich progress bar (replicas, replicas/s, ETA) when stderr is a terminal."""
-    if quiet or not sys.stderr.isatty():
-        return fn(lambda n, total: None)
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    rate = TextColumn("{task.fields[rate]}")
-    with Progress(TextColumn("replicas"), BarColumn(), MofNCompleteColumn(), rate, TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("replicas", total=None, rate="")
-
-        def tick(n: int, total: int) -> None:
-            t = bar.tasks[0]
-            bar.update(task, advance=n, total=max(total, t.total or 0))
-            speed = bar.tasks[0].speed
-            bar.update(task, rate=f"{speed:,.0f} replicas/s" if speed else "")
-
-        return fn(tick)
+    print_summary(summary, console())
+    if out is not None:
+        typer.echo(f"results written to {out}/")
 
 
 @app.command()
 def plan(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    scenario: Scenario,
     budget: Annotated[float | None, typer.Option(help="Budget in USD (default: simulation.budget_usd).")] = None,
     deadline: Annotated[str | None, typer.Option(help="Deadline, e.g. 36h or 3 days (default: simulation.deadline).")
                         ] = None,
@@ -162,27 +123,23 @@ def plan(
     allow_code: AllowCode = False,
 ) -> None:
     """Budget planning: P(cost ≤ budget), P(time ≤ deadline), sweeps with a Pareto table and a recommendation."""
-    from hsisim.plan import plan as make_plan
+    from hsisim import api
     from hsisim.units import duration
 
     def go() -> Any:
-        if replicas is not None and replicas < 2:
-            raise HsisimInputError(f"--replicas must be at least 2, got {replicas}")
-        _check_execution(executor, scheduler, seed, out, resume)
+        _seed(seed)
         try:
             d = duration(deadline) if deadline is not None else None
         except (ValueError, TypeError) as exc:
             raise HsisimInputError(f"--deadline: {exc}") from None
-        result = _with_progress(lambda tick: make_plan(
-            scenario, sets=set_ or [], sweeps=sweep or [], budget=budget, deadline_s=d, confidence=confidence,
+        result = with_progress(lambda tick: api.plan(
+            scenario, overrides=set_ or [], sweeps=sweep or [], budget=budget, deadline_s=d, confidence=confidence,
             replicas=replicas, seed=seed, workers=workers, executor=executor, scheduler=scheduler, out=out,
             resume=resume, overwrite=overwrite, allow_long=allow_long, allow_code=allow_code, progress=tick),
             quiet=as_json)
         if out is not None:
-            from hsisim.writer import write_json
-
-            write_json(out / "plan.json", result)
-        return result
+            result.write(out)
+        return result.to_json()
 
     try:
         result = guard(go)
@@ -191,10 +148,9 @@ def plan(
     if as_json:
         typer.echo(dumps(result))
         return
-    from rich.console import Console
-
     from hsisim.report.table import print_plan
-    print_plan(result, Console())
+
+    print_plan(result, console())
 
 
 @app.command()
@@ -212,29 +168,24 @@ def optimize(
     allow_code: AllowCode = False,
 ) -> None:
     """Find the checkpoint interval that minimises cost per useful GPU-hour (or wall time)."""
-    from hsisim.optimize import optimize_interval
-    from hsisim.scenario import load_scenario
+    from hsisim import api
 
     def go() -> Any:
-        sc = load_scenario(scenario, set_ or [])
-        if replicas < 2:
-            raise HsisimInputError(f"--replicas must be at least 2, got {replicas}")
-        _check_execution(executor, scheduler, seed)
-        return optimize_interval(sc, objective=objective, replicas=replicas, seed=seed, workers=workers,
-                                 executor=executor, scheduler=scheduler, allow_long=allow_long,
-                                 allow_code=allow_code)
+        _seed(seed)
+        return api.optimize(scenario, overrides=set_ or [], objective=objective, replicas=replicas, seed=seed,
+                            workers=workers, executor=executor, scheduler=scheduler, allow_long=allow_long,
+                            allow_code=allow_code).to_json()
 
     try:
-        result = guard(go).to_json()
+        result = guard(go)
     except KeyboardInterrupt:
         interrupted(None, "")
     if as_json:
         typer.echo(dumps(result))
         return
-    from rich.console import Console
-
     from hsisim.report.table import print_optimize
-    print_optimize(result, Console())
+
+    print_optimize(result, console())
 
 
 ModelFactory = Annotated[str | None, typer.Option(
@@ -265,8 +216,11 @@ def calibrate(
     batch: Annotated[int, typer.Option(help="Largest micro-batch and the DataLoader batch.")] = 64,
     world_size: Annotated[int, typer.Option(help="Processes for the all-reduce probe (gloo on CPU, nccl on GPU).")
                           ] = 1,
-    checkpoint_dir: Annotated[Path | None, typer.Option(help="Directory whose write/read bandwidth to measure.")
+    checkpoint_dir: Annotated[Path | None, typer.Option(help="Folder whose write/read bandwidth to measure.")
                               ] = None,
+    checkpoint_storage: Annotated[str, typer.Option(
+        help="What kind of storage --checkpoint-dir is (local_nvme | ebs | s3 | fsx): scenarios checkpointing "
+             "to that kind on this GPU use the measured bandwidths.")] = "local_nvme",
     cube_format: Annotated[str, typer.Option("--format", help="On-disk cube for the data probe: npy | envi | mat")
                            ] = "npy",
     spec: Annotated[str | None, typer.Option(help="Derive the profile from a catalog GPU's published figures "
@@ -277,25 +231,16 @@ def calibrate(
     as_json: AsJson = False,
 ) -> None:
     """Measure compute, memory, data pipeline, checkpoint I/O (and all-reduce) on a device: a profile JSON."""
+    from hsisim import api
 
     def go() -> Any:
         _torch_or_exit("calibrate")
-        from hsisim.calibrate.run import calibrate as run_probes
-        from hsisim.calibrate.run import spec_profile
-
-        if spec is not None:
-            from hsisim.writer import write_json
-
-            prof = spec_profile(spec, model, dataset, patch, pca)
-            _writable_parent(out)
-            write_json(out, prof)
-            return prof
-
         log = None if as_json else (lambda m: typer.echo(m, err=True))
-        return run_probes(device=device, model=model, dataset=dataset, out=out, quick=quick, patch=patch, pca=pca,
-                          batch=batch, world_size=world_size, checkpoint_dir=checkpoint_dir, fmt=cube_format,
-                          log=log, model_factory=model_factory, dataset_factory=dataset_factory,
-                          factory_kwargs=factory_kwargs)
+        return api.calibrate(device=device, model=model, dataset=dataset, out=out, quick=quick, patch=patch,
+                             pca=pca, batch=batch, world_size=world_size, checkpoint_dir=checkpoint_dir,
+                             checkpoint_storage=checkpoint_storage, fmt=cube_format, spec=spec,
+                             model_factory=model_factory, dataset_factory=dataset_factory,
+                             factory_kwargs=factory_kwargs, log=log).to_json()
 
     try:
         prof = guard(go)
@@ -307,10 +252,9 @@ def calibrate(
     if spec is not None:
         typer.echo(f"{prof['note']}\nprofile written to {out}")
         return
-    from rich.console import Console
-
     from hsisim.report.table import print_profile
-    print_profile(prof, Console())
+
+    print_profile(prof, console())
     typer.echo(f"profile written to {out}")
 
 
@@ -328,14 +272,13 @@ def validate(
     allow_code: AllowCode = False,
 ) -> None:
     """Train SCENARIO for real on a device and compare step time and data-wait fraction with the prediction."""
+    from hsisim import api
 
     def go() -> Any:
         _torch_or_exit("validate")
-        from hsisim.calibrate.validate import validate as run_validation
-
         log = None if as_json else (lambda m: typer.echo(m, err=True))
-        return run_validation(scenario, sets=set_ or [], device=device, steps=steps, warmup=warmup, profile=profile,
-                              world_size=world_size, log=log, allow_code=allow_code)
+        return api.validate(scenario, overrides=set_ or [], device=device, steps=steps, warmup=warmup,
+                            profile=profile, world_size=world_size, log=log, allow_code=allow_code)
 
     try:
         res = guard(go)
@@ -344,10 +287,9 @@ def validate(
     if as_json:
         typer.echo(dumps(res))
         return
-    from rich.console import Console
-
     from hsisim.report.table import print_validation
-    print_validation(res, Console())
+
+    print_validation(res, console())
 
 
 @scenario_app.command("schema")
@@ -359,28 +301,17 @@ def scenario_schema() -> None:
 
 
 @scenario_app.command("validate")
-def scenario_validate(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
-    set_: Sets = None,
-    allow_code: AllowCode = False,
-) -> None:
+def scenario_validate(scenario: Scenario, set_: Sets = None, allow_code: AllowCode = False) -> None:
     """Check a scenario file (schema, units, catalog names, memory fit) without simulating it."""
     from hsisim.resolve import resolve
-    from hsisim.scenario import load_scenario
+    from hsisim.scenario import Scenario as Model
 
     def go() -> str:
-        sc = load_scenario(scenario, set_ or [])
-        job = resolve(sc, allow_code=allow_code)
+        sc = Model.load(scenario, overrides=set_ or [])
+        job = resolve(sc, allow_code=allow_code).job
         return f"{scenario}: ok ({sc.name}: {job.world} GPUs, {job.total_steps:,} steps)"
 
     typer.echo(guard(go))
-
-
-def _writable_parent(path: Path) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise HsisimInputError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
 
 
 def main() -> None:

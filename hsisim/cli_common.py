@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import typer
 
@@ -32,3 +32,33 @@ def interrupted(out: Path | None, again: str) -> None:
     else:
         typer.echo("interrupted", err=True)
     raise typer.Exit(130)
+
+
+def with_progress(fn: Callable[[Callable[[int, int], None]], T], quiet: bool) -> T:
+    """Run ``fn(tick)`` under a rich progress bar (replicas, replicas/s, ETA) when stderr is a terminal."""
+    import sys
+
+    if quiet or not sys.stderr.isatty():
+        return fn(lambda n, total: None)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    rate = TextColumn("{task.fields[rate]}")
+    with Progress(TextColumn("replicas"), BarColumn(), MofNCompleteColumn(), rate, TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("replicas", total=None, rate="")
+
+        def tick(n: int, total: int) -> None:
+            t = bar.tasks[0]
+            bar.update(task, advance=n, total=max(total, t.total or 0))
+            speed = bar.tasks[0].speed
+            bar.update(task, rate=f"{speed:,.0f} replicas/s" if speed else "")
+
+        return fn(tick)
+
+
+def console() -> Any:
+    """A rich console on stdout."""
+    from rich.console import Console
+
+    return Console()

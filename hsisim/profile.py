@@ -1,45 +1,185 @@
-"""Calibration profiles (JSON): what ``hsisim calibrate`` measured, read without importing torch.
+"""Calibration profiles (JSON): one pydantic model that ``hsisim calibrate`` writes and scenarios read.
 
 A profile holds a ``device`` block (kind, name, the catalog GPU it corresponds to, core count), a
 ``compute`` fit t(b) = a + c·b (on the CPU one per training-thread count, because loader workers
 and the training process share the cores), optionally ``data`` (the batch build of the real
-``DataLoader`` per preprocessing mode), ``checkpoint`` bandwidths and ``collectives`` (α per hop
-and bus bandwidth of an all-reduce between processes of this machine), and a ``fingerprint``.
+``DataLoader`` per preprocessing mode), ``checkpoint`` bandwidths (and the storage kind they were
+measured on) and ``collectives`` (α per hop and bus bandwidth of an all-reduce between processes of
+this machine), and a ``fingerprint``. Fields the reader does not use (the probes' raw points, the
+fingerprint) are kept as they are. Reading needs no torch.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hsisim.analytic.compute import LinearCost, fit_line
 from hsisim.errors import HsisimInputError
 
 FORMAT = "hsisim-calibration/1"
+NonNegative = Annotated[float, Field(ge=0)]
+Positive = Annotated[float, Field(gt=0)]
 
 
-@dataclass(frozen=True)
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+
+class Point(_Part):
+    batch: Positive
+    median_s: NonNegative
+
+
+class LineFit(_Part):
+    """t(b) = a + c·b seconds for b samples, with the spread (cv) of single measurements."""
+
+    a_s: NonNegative
+    c_s_per_sample: float
+    cv: NonNegative = 0.0
+    points: list[Point] | None = None
+
+    @model_validator(mode="after")
+    def _no_negative_time(self) -> LineFit:
+        if self.c_s_per_sample < 0:  # profiles written before fits were kept non-negative: refit their points
+            a, c, _ = fit_line([p.batch for p in self.points], [p.median_s for p in self.points]) \
+                if self.points else (self.a_s, 0.0, 1.0)
+            object.__setattr__(self, "a_s", a)
+            object.__setattr__(self, "c_s_per_sample", c)
+        if self.a_s + self.c_s_per_sample <= 0:
+            raise ValueError("a batch must take some time (a_s + c_s_per_sample > 0)")
+        return self
+
+    @property
+    def cost(self) -> LinearCost:
+        return LinearCost(self.a_s, self.c_s_per_sample, self.cv)
+
+
+class ThreadFits(_Part):
+    """Compute on a CPU: one fit per training-thread count."""
+
+    by_threads: dict[int, LineFit] = Field(min_length=1)
+
+
+class Device(_Part):
+    kind: Literal["cpu", "cuda"] = "cuda"
+    name: str | None = None
+    catalog_gpu: str | None = None
+    cores: Annotated[int, Field(ge=1)] | None = None
+
+
+class DataMode(_Part):
+    batch_build: LineFit
+    handover: LineFit | None = None
+    patch: Annotated[int, Field(ge=1)] | None = None
+    out_bands: Annotated[int, Field(ge=1)] | None = None
+    dataset_factory: str | None = None
+    per_sample_cv: NonNegative = 0.0
+
+
+class DataSection(_Part):
+    modes: dict[str, DataMode] = Field(default_factory=dict)
+
+
+class CheckpointSection(_Part):
+    write_bw_bytes_per_s: Positive
+    read_bw_bytes_per_s: Positive
+    storage: str = "local_nvme"  # the kind of storage the probe wrote to (its folder's disk)
+
+
+class InTraining(_Part):
+    bytes: Positive
+    mean_s: Positive
+    ratio_quantiles: list[NonNegative] | None = None
+
+
+class Collectives(_Part):
+    alpha_per_hop_s: NonNegative
+    bus_bw_bytes_per_s: Positive
+    cv: NonNegative = 0.0
+    ratio_quantiles: list[NonNegative] | None = None
+    in_training: InTraining | None = None
+    world_size: Annotated[int, Field(ge=1)] | None = None
+
+
+class ProfileData(_Part):
+    """The JSON document of a calibration profile (format ``hsisim-calibration/1``)."""
+
+    format: str = FORMAT
+    source: Literal["measured", "spec"] = "measured"
+    device: Device = Field(default_factory=Device)
+    compute: ThreadFits | LineFit
+    data: DataSection | None = None
+    checkpoint: CheckpointSection | None = None
+    collectives: Collectives | None = None
+    model: dict[str, Any] = Field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The profile as its JSON object."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def write(self, path: str | Path) -> Path:
+        """Write the profile to ``path`` (atomically, creating its folder); returns the path."""
+        from hsisim.writer import write_json
+
+        out = Path(path)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            write_json(out, self.to_json())
+        except OSError as exc:
+            raise HsisimInputError(f"cannot write the profile to {out}: {exc.strerror or exc}") from None
+        return out
+
+    @model_validator(mode="after")
+    def _quantiles(self) -> ProfileData:
+        c = self.collectives
+        for q in (c.ratio_quantiles if c else None, c.in_training.ratio_quantiles if c and c.in_training else None):
+            if q is not None:
+                normalised(q)
+        return self
+
+
+def normalised(q: list[float]) -> tuple[float, ...]:
+    """Quantiles of time / mean rescaled so that drawing them (linear interpolation) keeps the mean."""
+    if len(q) < 2 or any(b < a for a, b in itertools.pairwise(q)):
+        raise ValueError("ratio_quantiles: need two or more non-decreasing values >= 0")
+    mean = sum((a + b) / 2 for a, b in itertools.pairwise(q)) / (len(q) - 1)
+    if mean <= 0:
+        raise ValueError("ratio_quantiles: all zero")
+    return tuple(v / mean for v in q)
+
+
 class Profile:
-    path: str
-    source: str  # "measured" or "spec"
-    device_kind: str  # "cpu" or "cuda"
-    catalog_gpu: str | None
-    cores: int | None
-    compute: dict[int, LinearCost]  # by training threads (0 = not thread-dependent: a GPU)
-    data: dict[str, dict[str, Any]]  # by preprocess mode: {"build": LinearCost, "patch", "out_bands", "bands"}
-    checkpoint: dict[str, float] | None
-    collectives: dict[str, float] | None
-    model: dict[str, Any]
-    raw: dict[str, Any]
-    allreduce_quantiles: tuple[float, ...] = ()  # one all-reduce's time / mean, at evenly spaced probabilities
-    # the model's own gradient all-reduce measured in DDP training steps: (bytes, mean seconds, quantiles)
-    allreduce_in_training: tuple[float, float, tuple[float, ...]] | None = None
-    allreduce_world: int | None = None
+    """A profile as the resolver uses it: fits as ``LinearCost``, measured parts by name."""
+
+    def __init__(self, path: str, doc: ProfileData) -> None:
+        self.path, self.doc = path, doc
+        self.source, self.model = doc.source, doc.model
+        self.device_kind, self.catalog_gpu, self.cores = doc.device.kind, doc.device.catalog_gpu, doc.device.cores
+        comp = doc.compute
+        self.compute = {t: f.cost for t, f in comp.by_threads.items()} if isinstance(comp, ThreadFits) \
+            else {0: comp.cost}
+        self.data = {mode: {"build": d.batch_build.cost, "handover": d.handover.cost if d.handover else None,
+                            "patch": d.patch, "out_bands": d.out_bands, "dataset_factory": d.dataset_factory,
+                            "per_sample_cv": d.per_sample_cv}
+                     for mode, d in (doc.data.modes if doc.data else {}).items()}
+        ck, coll = doc.checkpoint, doc.collectives
+        self.checkpoint = {"write_bw_bytes_per_s": ck.write_bw_bytes_per_s,
+                           "read_bw_bytes_per_s": ck.read_bw_bytes_per_s} if ck else None
+        self.checkpoint_storage = ck.storage if ck else None
+        self.collectives = {"alpha_per_hop_s": coll.alpha_per_hop_s, "bus_bw_bytes_per_s": coll.bus_bw_bytes_per_s,
+                            "cv": coll.cv} if coll else None
+        self.allreduce_quantiles = normalised(coll.ratio_quantiles) if coll and coll.ratio_quantiles else ()
+        own = coll.in_training if coll else None
+        # the model's own gradient all-reduce measured in DDP training steps: (bytes, mean seconds, quantiles)
+        self.allreduce_in_training = (own.bytes, own.mean_s, normalised(own.ratio_quantiles)
+                                      if own.ratio_quantiles else ()) if own else None
+        self.allreduce_world = coll.world_size if coll else None
 
     def compute_fit(self, threads: int | None) -> tuple[LinearCost, int]:
         """The compute fit for ``threads`` training threads (nearest measured), and the count used."""
@@ -55,53 +195,18 @@ def nearest_count(counts: Iterable[int], threads: int) -> int:
     return min(counts, key=lambda t: (abs(t - threads), -t))
 
 
-def _fit(d: Any, where: str) -> LinearCost:
-    try:
-        a, c, cv = float(d["a_s"]), float(d["c_s_per_sample"]), float(d.get("cv", 0.0))
-        points = [(float(p["batch"]), float(p["median_s"])) for p in d.get("points") or []]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: {exc}") from None
-    if not all(math.isfinite(v) for v in (a, c, cv, *(t for _, t in points))) or a < 0 or cv < 0:
-        raise ValueError(f"{where}: a_s and cv must be finite and not negative (got a_s={a}, cv={cv})")
-    if c < 0:  # profiles written before fits were kept non-negative: refit their points the same way
-        a, c, _ = fit_line([b for b, _ in points], [t for _, t in points]) if points else (a, 0.0, 1.0)
-    if a + c <= 0:
-        raise ValueError(f"{where}: a batch must take some time (a_s={a}, c_s_per_sample={c})")
-    return LinearCost(a, c, cv)
-
-
-def _quantiles(q: Any) -> tuple[float, ...]:
-    """Quantiles of time / mean: at least two, non-decreasing, non-negative, mean 1 as drawn (rescaled)."""
-    if q is None:
-        return ()
-    vals = [float(v) for v in q]
-    if len(vals) < 2 or min(vals) < 0 or any(b < a for a, b in itertools.pairwise(vals)):
-        raise ValueError("collectives.ratio_quantiles: need two or more non-decreasing values >= 0")
-    # drawing by linear interpolation between the quantiles has mean = the trapezoid average
-    mean = sum((a + b) / 2 for a, b in itertools.pairwise(vals)) / (len(vals) - 1)
-    if mean <= 0:
-        raise ValueError("collectives.ratio_quantiles: all zero")
-    return tuple(v / mean for v in vals)
-
-
-def _in_training(d: Any) -> tuple[float, float, tuple[float, ...]] | None:
-    if not d:
-        return None
-    return (_num(d["bytes"], "collectives.in_training.bytes", positive=True),
-            _num(d["mean_s"], "collectives.in_training.mean_s", positive=True),
-            _quantiles(d.get("ratio_quantiles") or None))
-
-
-def _num(value: Any, where: str, positive: bool = False) -> float:
-    """A finite, non-negative (or positive) number of the profile, else a ValueError naming it."""
-    x = float(value)
-    if not math.isfinite(x) or x < 0 or (positive and x == 0):
-        raise ValueError(f"{where} must be a finite {'positive' if positive else 'non-negative'} number, got {value}")
-    return x
-
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number a profile can hold")
+
+
+def document(data: dict[str, Any], where: str = "profile") -> ProfileData:
+    """Validate a profile's JSON object (as written, or as read back)."""
+    try:
+        return ProfileData.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "ThreadFits", "LineFit")))
+        raise ValueError(f"{where}: {field}: {err['msg'].removeprefix('Value error, ')}") from None
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -113,36 +218,8 @@ def load_profile(path: str | Path) -> Profile:
         raw = json.loads(p.read_text(encoding="utf-8"), parse_constant=_no_constant)
         if not isinstance(raw, dict):
             raise ValueError("not a JSON object")
-        comp = raw["compute"]
-        if "by_threads" in comp:
-            compute = {int(t): _fit(f, f"compute.by_threads.{t}") for t, f in comp["by_threads"].items()}
-        else:
-            compute = {0: _fit(comp, "compute")}
-        if not compute:
-            raise ValueError("compute: no measurement")
-        data = {}
-        for mode, d in (raw.get("data") or {}).get("modes", {}).items():
-            data[mode] = {"build": _fit(d["batch_build"], f"data.modes.{mode}.batch_build"),
-                          "handover": _fit(d["handover"], f"data.modes.{mode}.handover") if "handover" in d else None,
-                          "patch": int(d["patch"]) if "patch" in d else None,
-                          "out_bands": int(d["out_bands"]) if "out_bands" in d else None,
-                          "dataset_factory": d.get("dataset_factory"),
-                          "per_sample_cv": _num(d.get("per_sample_cv", 0.0), f"data.modes.{mode}.per_sample_cv")}
-        dev = raw.get("device", {})
-        ck = raw.get("checkpoint")
-        coll = raw.get("collectives")
-        return Profile(str(p), str(raw.get("source", "measured")), str(dev.get("kind", "cuda")),
-                       dev.get("catalog_gpu"), int(dev["cores"]) if dev.get("cores") else None, compute, data,
-                       {k: _num(ck[k], f"checkpoint.{k}", positive=True)
-                        for k in ("write_bw_bytes_per_s", "read_bw_bytes_per_s")} if ck else None,
-                       {"alpha_per_hop_s": _num(coll["alpha_per_hop_s"], "collectives.alpha_per_hop_s"),
-                        "bus_bw_bytes_per_s": _num(coll["bus_bw_bytes_per_s"], "collectives.bus_bw_bytes_per_s",
-                                                   positive=True),
-                        "cv": _num(coll.get("cv", 0.0), "collectives.cv")} if coll else None,
-                       dict(raw.get("model", {})), raw, _quantiles(coll.get("ratio_quantiles") if coll else None),
-                       _in_training(coll.get("in_training") if coll else None),
-                       int(coll["world_size"]) if coll and coll.get("world_size") else None)
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        return Profile(str(p), document(raw, "calibration profile"))
+    except (ValueError, UnicodeDecodeError) as exc:
         raise HsisimInputError(f"calibration profile {p} is not a valid profile: {exc}", key="calibration") from None
     except OSError as exc:
         raise HsisimInputError(f"calibration profile {p} cannot be read: {exc.strerror or exc}",

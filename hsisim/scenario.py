@@ -173,7 +173,9 @@ class OverheadSpec(_Section):
     queue: Distribution | None = None
 
 
-def _price(value: Any) -> dict[str, Any]:
+def _price(value: Any) -> Any:
+    if isinstance(value, dict | Price):  # already a price (a scenario dumped and read again)
+        return value
     if value == "trace":
         return {"trace": True}
     if isinstance(value, bool):
@@ -269,6 +271,26 @@ class Scenario(_Section):
             raise HsisimInputError("spot_price 'trace' needs a cost.price_trace section", key="cost.spot_price")
         return self
 
+    @classmethod
+    def load(cls, path: str | Path, *, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+        """Read a scenario YAML file and apply ``KEY=VALUE`` overrides (dotted keys, YAML values).
+
+        Raises ``HsisimInputError`` naming the key path and the YAML line (or the override) of any problem.
+        """
+        return load_scenario(path, overrides)
+
+    @classmethod
+    def parse(cls, text: str, *, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+        """A scenario from YAML text (see ``load``)."""
+        return parse_scenario(text, overrides)
+
+    def with_overrides(self, overrides: list[str] | tuple[str, ...]) -> Scenario:
+        """A copy with ``KEY=VALUE`` overrides applied and validated again."""
+        if not overrides:
+            return self
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return validate_scenario(apply_overrides(data, overrides), overrides=overrides)
+
     def fingerprint(self) -> str:
         """SHA-256 of the resolved scenario (canonical JSON): the scenario hash of the manifest."""
         text = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True)
@@ -294,22 +316,32 @@ def parse_scenario(text: str, overrides: list[str] | tuple[str, ...] = (), sourc
     if not isinstance(doc.data, dict):
         raise HsisimInputError("a scenario must be a YAML mapping of sections", source=source)
     data = apply_overrides(doc.data, overrides)
-    return validate_scenario(data, doc.lines, source)
+    return validate_scenario(data, doc.lines, source, overrides)
 
 
-def validate_scenario(data: dict[str, Any], lines: dict[str, int] | None = None,
-                      source: str | None = None) -> Scenario:
-    """Validate an already-parsed scenario mapping."""
+def validate_scenario(data: dict[str, Any], lines: dict[str, int] | None = None, source: str | None = None,
+                      overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """Validate an already-parsed scenario mapping; an error names the key and its line (or the override)."""
     try:
         return Scenario.model_validate(data)
     except HsisimInputError as exc:
-        line = (lines or {}).get(exc.key or "")
-        raise HsisimInputError(exc.message, key=exc.key, line=line, source=source) from None
+        line, where = _locate(exc.key or "", lines, source, overrides)
+        raise HsisimInputError(exc.message, key=exc.key, line=line, source=where) from None
     except ValidationError as exc:
         err = exc.errors()[0]
         key = _key_path(data, err["loc"])
-        msg = _clean_message(err)
-        raise HsisimInputError(msg, key=key or None, line=(lines or {}).get(key), source=source) from None
+        line, where = _locate(key, lines, source, overrides)
+        raise HsisimInputError(_clean_message(err), key=key or None, line=line, source=where) from None
+
+
+def _locate(key: str, lines: dict[str, int] | None, source: str | None,
+            overrides: list[str] | tuple[str, ...]) -> tuple[int | None, str | None]:
+    """(line, source) of a key: the file's line, or the override that set it (or a section around it)."""
+    for item in overrides:
+        k = item.partition("=")[0].strip()
+        if key and (key == k or key.startswith(k + ".") or k.startswith(key + ".")):
+            return None, "set by {overrides}"
+    return (lines or {}).get(key), source
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -317,11 +349,11 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
     out = copy.deepcopy(data)
     for item in overrides:
         if "=" not in item:
-            raise HsisimInputError(f"--set expects KEY=VALUE, got {item!r}")
+            raise HsisimInputError(f"{{overrides}} expects KEY=VALUE, got {item!r}")
         key, raw = item.split("=", 1)
         parts = key.strip().split(".")
         if not all(parts):
-            raise HsisimInputError(f"--set key {key!r} is not a dotted key path")
+            raise HsisimInputError(f"{{overrides}}: {key!r} is not a dotted key path")
         try:
             value = yamlsafe.parse(raw).data if raw.strip() else ""
         except HsisimInputError:

@@ -65,3 +65,11 @@ def write_json(path: Path, obj: Any) -> None:
 def write_text(path: Path, text: str) -> None:
     """Write UTF-8 ``text`` atomically."""
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def write_results(folder: Path, results: Any, manifest: dict[str, Any]) -> None:
+    """The files of a finished Monte Carlo run: replicas.parquet, summary.json, scenario.json, manifest.json."""
+    atomic_write(folder / "replicas.parquet", lambda p: results.df.to_parquet(p, index=False))
+    write_json(folder / "summary.json", results.summary())
+    write_json(folder / "scenario.json", results.scenario.model_dump(mode="json", by_alias=True))
+    write_json(folder / "manifest.json", {**manifest, **results.manifest(), "status": "complete"})

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from hsisim.resolve import Job
+from hsisim.sim.spec import Job
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 torch = pytest.importorskip("torch", reason="calibration needs torch (pip install torch==2.13.0)")
 
-from hsisim.calibrate import probes  # noqa: E402
-from hsisim.calibrate.data import (  # noqa: E402
+from hsisim.calibration import probes  # noqa: E402
+from hsisim.calibration.data import (  # noqa: E402
     PatchDataset,
     fit_preprocess,
     offline_cube,
@@ -25,11 +25,11 @@ from hsisim.calibrate.data import (  # noqa: E402
     synthetic_labels,
     write_cube,
 )
-from hsisim.calibrate.models import MODELS, build, forward_flops, param_count  # noqa: E402
+from hsisim.calibration.models import MODELS, build, forward_flops, param_count  # noqa: E402
 from hsisim.catalog.hsi_models import BUILDERS  # noqa: E402
 from hsisim.cli import app  # noqa: E402
 from hsisim.profile import load_profile  # noqa: E402
-from hsisim.resolve import resolve  # noqa: E402
+from hsisim.resolve import resolve_job  # noqa: E402
 from hsisim.scenario import load_scenario  # noqa: E402
 
 runner = CliRunner()
@@ -209,13 +209,13 @@ def test_calibrate_cli_writes_a_profile_that_drives_a_scenario(tmp_path: Path) -
     sc = load_scenario(ROOT / "scenarios" / "validate" / "cpu_data_bound.yaml",
                        [f"calibration={out}", "training.micro_batch=8", "training.global_batch=8",
                         "dataset.augmentation=none"])
-    job = resolve(sc)
+    job = resolve_job(sc)
     fit, _ = loaded.compute_fit(os.cpu_count() or 1)
     assert job.compute_s == pytest.approx(fit.time(8))
     assert job.batch_build_s == pytest.approx(loaded.data["getitem"]["build"].time(8))
     assert any("profile's DataLoader probe" in n for n in job.notes)
     # and a GPU scenario, extrapolated with a note
-    gpu = resolve(load_scenario(ROOT / "scenarios" / "single_3090.yaml", [f"calibration={out}"]))
+    gpu = resolve_job(load_scenario(ROOT / "scenarios" / "single_3090.yaml", [f"calibration={out}"]))
     assert any("extrapolated" in n for n in gpu.notes) and any("CPU profile" in n for n in gpu.notes)
 
 

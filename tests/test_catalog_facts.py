@@ -12,8 +12,9 @@ from conftest import ROOT
 from hsisim import catalog
 from hsisim.analytic import collectives, compute
 from hsisim.profile import load_profile
-from hsisim.resolve import Job, resolve
+from hsisim.resolve import resolve_job
 from hsisim.scenario import load_scenario
+from hsisim.sim.spec import Job
 
 MiB, GiB = 2**20, 2**30
 TF = 1e12
@@ -212,7 +213,7 @@ def test_nvlink3_bus_bandwidth_is_the_one_node_p4d_measurement() -> None:
 # --- the figures wired into a resolved job ------------------------------------------------------------
 
 def _job(*overrides: str) -> Job:
-    return resolve(load_scenario(ROOT / "scenarios" / "spot_8x.yaml", list(overrides)))
+    return resolve_job(load_scenario(ROOT / "scenarios" / "spot_8x.yaml", list(overrides)))
 
 
 def test_a_job_on_p4d_pays_the_measured_busbw_of_its_node_count() -> None:
@@ -247,6 +248,6 @@ def test_a_run_says_when_compute_rests_on_catalog_figures() -> None:
                and "zzc0721" in n for n in notes)
     profile = ROOT / "calibration" / "cpu-amd-epyc-2core.json"
     assert load_profile(profile).catalog_gpu == "cpu"
-    cpu = resolve(load_scenario(ROOT / "scenarios" / "validate" / "cpu_compute_bound.yaml",
+    cpu = resolve_job(load_scenario(ROOT / "scenarios" / "validate" / "cpu_compute_bound.yaml",
                                 [f"calibration={profile}"]))
     assert not any("catalog figures" in n for n in cpu.notes)

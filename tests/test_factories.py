@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 torch = pytest.importorskip("torch", reason="factories build PyTorch code (pip install torch==2.13.0)")
 
-from hsisim.calibrate.validate import validate  # noqa: E402
+from hsisim.calibration.validate import validate  # noqa: E402
 from hsisim.cli import app  # noqa: E402
 from hsisim.errors import HsisimInputError  # noqa: E402
-from hsisim.resolve import resolve  # noqa: E402
+from hsisim.resolve import resolve_job  # noqa: E402
 from hsisim.scenario import parse_scenario  # noqa: E402
 
 runner = CliRunner()
@@ -82,8 +82,8 @@ def test_calibrate_measures_the_users_code_and_records_its_source(project: Path)
 def test_a_scenario_can_point_at_factories(project: Path) -> None:
     sc = parse_scenario(_scenario(project, 0, 3).read_text())
     with pytest.raises(HsisimInputError, match="allow_code"):
-        resolve(sc)  # a scenario's code runs only when allowed
-    job = resolve(sc, allow_code=True)
+        resolve_job(sc)  # a scenario's code runs only when allowed
+    job = resolve_job(sc, allow_code=True)
     assert job.steps_per_epoch == 4096 // 32  # len(dataset) samples per epoch
     assert any("flop_counter" in n for n in job.notes) and any("__getitem__ measured" in n for n in job.notes)
     assert job.batch_build_s > 0

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from conftest import make_job
 
-from hsisim.montecarlo import simulate
+from hsisim.api import simulate
+from hsisim.resolve import resolve
 from hsisim.scenario import parse_scenario
 from hsisim.sim.ledger import MONEY_CATEGORIES, TIME_TERMS
-from hsisim.sim.macro import Replica
+from hsisim.sim.replica import Replica
 from hsisim.sim.stepmodel import estimate
 
 BASE = """
@@ -31,9 +32,9 @@ JOB = make_job(steps_per_epoch=4, total_steps=10, num_workers=0, batch_build_s=0
 
 
 def _replica(extra: str, job=JOB, log=None, base=BASE):  # type: ignore[no-untyped-def]
-    sc = parse_scenario(base + extra)
+    spec = replace(resolve(parse_scenario(base + extra)), job=job)  # the scenario's run, with this hand-made job
     model = estimate(job, np.random.default_rng(0))
-    return Replica(sc, job, model, np.random.SeedSequence(0), 0, log=log).run()
+    return Replica(spec, model, np.random.SeedSequence(0), 0, log=log).run()
 
 
 def test_event_order_sync_checkpoints_and_epochs() -> None:
@@ -125,7 +126,7 @@ simulation: {replicas: 40, seed: 5}
 
 def test_two_level_equals_step_fidelity_when_deterministic() -> None:
     two = simulate(parse_scenario(SMALL), executor="inline")
-    step = simulate(parse_scenario(SMALL, ["simulation.fidelity=step"]), executor="inline")
+    step = simulate(parse_scenario(SMALL, overrides=["simulation.fidelity=step"]), executor="inline")
     for col in ("wall_h", "t_compute_h", "t_data_h", "t_comm_h", "eta", "cost_usd"):
         assert two.df[col].to_numpy() == pytest.approx(step.df[col].to_numpy(), rel=1e-9), col
     _identities(two.df)
@@ -136,10 +137,11 @@ def test_two_level_agrees_with_step_fidelity_under_noise() -> None:
     text = SMALL.replace("cluster:", "timings: {compute_per_step: 50 ms, data_wait_per_step: 20 ms, comm_per_step: "
                                      "5 ms, cv: 0.4}\ncluster:")
     text = text.replace("overhead: {boot: 1 min, queue: {dist: exponential, mean: 2 min}}", "")
-    two = simulate(parse_scenario(text, ["simulation.replicas=200"]), executor="inline")
-    step = simulate(parse_scenario(text, ["simulation.replicas=200", "simulation.fidelity=step"]), executor="inline")
+    two = simulate(parse_scenario(text, overrides=["simulation.replicas=200"]), executor="inline")
+    step = simulate(parse_scenario(text, overrides=["simulation.replicas=200", "simulation.fidelity=step"]),
+                    executor="inline")
     # the step model's own estimate of μ is uncertain too (its 95 % half-width), for every step
-    model_sd = two.job.total_steps * two.step_model.ci95_halfwidth / 1.96 / 3600
+    model_sd = two.spec.job.total_steps * two.step_model.ci95_halfwidth / 1.96 / 3600
     for col in ("wall_h", "eta"):
         a, b = two.df[col].to_numpy(), step.df[col].to_numpy()
         se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b) + (model_sd**2 if col == "wall_h" else 0))
@@ -155,8 +157,9 @@ def test_vectorised_timeline_equals_the_step_by_step_walk(extra: str, write: flo
     job = replace(JOB, ckpt_write_s=write, total_steps=37, compute_cv=0.3)
     model = estimate(job, np.random.default_rng(0))
     sc = parse_scenario(BASE + extra)
-    fast = Replica(sc, job, model, np.random.SeedSequence(4), 0).run()
-    slow = Replica(sc, job, model, np.random.SeedSequence(4), 0, log=[]).run()
+    spec = replace(resolve(sc), job=job)
+    fast = Replica(spec, model, np.random.SeedSequence(4), 0).run()
+    slow = Replica(spec, model, np.random.SeedSequence(4), 0, log=[]).run()
     assert fast.wall == pytest.approx(slow.wall, rel=1e-12)
     assert fast.checkpoints == slow.checkpoints
     for k in fast.time:

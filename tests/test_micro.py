@@ -165,7 +165,7 @@ def test_random_all_reduce_keeps_its_mean_and_spread() -> None:
 
 
 def test_measured_all_reduce_shape_is_drawn_by_its_inverse_distribution() -> None:
-    from hsisim.profile import _quantiles
+    from hsisim.profile import normalised as _quantiles
 
     q = _quantiles([0.2] * 20 + [1.8] * 21)  # two modes, as gloo on a shared CPU host shows
     job = make_job(comm_exposed_s=0.1, comm_total_s=0.1, comm_cv=0.5, comm_quantiles=q)

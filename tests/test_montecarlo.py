@@ -17,9 +17,11 @@ import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
+from hsisim.api import simulate
 from hsisim.cli import app
-from hsisim.montecarlo import CHUNK, describe, relative_halfwidth, simulate
+from hsisim.montecarlo import CHUNK
 from hsisim.scenario import load_scenario, parse_scenario
+from hsisim.stats import describe, relative_halfwidth
 
 SPOT8 = ROOT / "scenarios" / "spot_8x.yaml"
 runner = CliRunner()

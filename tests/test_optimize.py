@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from hsisim.cli import app
-from hsisim.optimize import optimize_interval
 from hsisim.scenario import parse_scenario
+from hsisim.tuning import optimize_interval
 
 # Daly's assumptions: exponential failures of one node, sync checkpoints of fixed cost δ = 2 min,
 # a short restart, work far longer than the MTBF of 2 h.
@@ -68,7 +68,7 @@ def test_optimize_refuses_on_demand() -> None:
 
 
 def test_policy_optimal_runs_with_the_optimised_interval() -> None:
-    from hsisim.montecarlo import simulate
+    from hsisim.api import simulate
 
     sc = parse_scenario(DALY, ["checkpoint.policy=optimal", "training.steps=14400"])
     res = simulate(sc, replicas=20, executor="inline")

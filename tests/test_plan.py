@@ -11,10 +11,11 @@ from conftest import ROOT
 from scipy import stats
 from typer.testing import CliRunner
 
+from hsisim.api import simulate
 from hsisim.cli import app
-from hsisim.montecarlo import simulate
-from hsisim.plan import pareto, parse_sweeps, plan, wilson
+from hsisim.planning import pareto, parse_sweeps, plan
 from hsisim.scenario import load_scenario
+from hsisim.stats import proportion
 
 SPOT8 = ROOT / "scenarios" / "spot_8x.yaml"
 runner = CliRunner()
@@ -24,7 +25,7 @@ def test_probabilities_are_the_empirical_fractions_of_the_replicas() -> None:
     df = simulate(load_scenario(SPOT8), replicas=200, executor="inline").df
     budget = float(np.quantile(df["cost_usd"], 0.7))
     deadline = float(np.quantile(df["wall_h"], 0.4)) * 3600
-    res = plan(SPOT8, sets=[], sweeps=[], budget=budget, deadline_s=deadline, replicas=200, executor="inline")
+    res = plan(SPOT8, sweeps=[], budget=budget, deadline_s=deadline, replicas=200, executor="inline").to_json()
     p_b = float((df["cost_usd"] <= budget).mean())
     p_d = float((df["wall_h"] * 3600 <= deadline).mean())
     assert res["p_budget"] == p_b and res["p_deadline"] == p_d
@@ -38,9 +39,11 @@ def test_probabilities_are_the_empirical_fractions_of_the_replicas() -> None:
 
 
 def test_wilson_interval_edges() -> None:
-    assert wilson(0, 50)[0] == 0.0 and wilson(50, 50)[1] == 1.0
-    hi = wilson(0, 50)[1]
-    assert 0 < hi < 0.1
+    assert proportion(np.zeros(50, dtype=bool))[1][0] == 0.0 and proportion(np.ones(50, dtype=bool))[1][1] == 1.0
+    hi = proportion(np.zeros(50, dtype=bool))[1][1]
+    # no success in 50: the Wilson upper bound is z²/(n + z²) (closed form at k = 0)
+    z2 = stats.norm.ppf(0.975) ** 2
+    assert hi == pytest.approx(z2 / (50 + z2), rel=1e-9)
 
 
 def test_pareto_flags_match_brute_force() -> None:
@@ -54,8 +57,8 @@ def test_pareto_flags_match_brute_force() -> None:
 
 
 def test_sweep_table_recommendation_and_common_random_numbers() -> None:
-    res = plan(SPOT8, sets=[], sweeps=["cluster.nodes=1,2", "cost.spot_price=0.3,0.5"], budget=80.0,
-               deadline_s=32 * 3600, replicas=128, executor="inline")
+    res = plan(SPOT8, sweeps=["cluster.nodes=1,2", "cost.spot_price=0.3,0.5"], budget=80.0,
+               deadline_s=32 * 3600, replicas=128, executor="inline").to_json()
     rows = res["combinations"]
     assert [r["settings"] for r in rows] == [
         {"cluster.nodes": n, "cost.spot_price": p} for n in ("1", "2") for p in ("0.3", "0.5")]
@@ -73,8 +76,8 @@ def test_sweep_table_recommendation_and_common_random_numbers() -> None:
 
 
 def test_no_feasible_combination_says_so() -> None:
-    res = plan(SPOT8, sets=[], sweeps=["cost.spot_price=0.3,0.5"], budget=1.0, deadline_s=None, replicas=64,
-               executor="inline")
+    res = plan(SPOT8, sweeps=["cost.spot_price=0.3,0.5"], budget=1.0, deadline_s=None, replicas=64,
+               executor="inline").to_json()
     assert res["recommended"] is None and "no combination meets" in res["recommendation"]
 
 

@@ -186,8 +186,8 @@ def test_hazard_per_gpu_type_against_events_over_exposure(tmp_path: Path) -> Non
 
 def _pastes(block: str, mean_hours: float) -> None:
     """The printed block is a valid spot.hazard whose lifetime mean is the fit's."""
+    from hsisim.resolve.spot import resolve_spot
     from hsisim.scenario import load_scenario
-    from hsisim.spot import resolve_spot
 
     sc = load_scenario(ROOT / "scenarios" / "spot_8x.yaml", [f"spot.hazard={block}"])
     setup = resolve_spot(sc, 5.672)
@@ -284,19 +284,17 @@ def test_hsisim_run_bills_whole_laps_of_the_real_trace_exactly(tmp_path: Path, l
 
 
 def test_a_partial_lap_bills_the_trace_from_the_replicas_offset(tmp_path: Path) -> None:
-    from hsisim.montecarlo import prepare, run_replica
+    from hsisim.montecarlo import prepare, replica
     from hsisim.scenario import parse_scenario
-    from hsisim.sim.cluster import Cluster
 
     out, files = _import(tmp_path, "2020-03-23.p3.2xlarge.json")
     recs = _series(files, "us-east-1b")
     steps = int((recs[-1][0] - recs[0][0]) * 0.6)
     prep = prepare(parse_scenario(SCENARIO.format(steps=steps, file=out, zone="us-east-1b")), 5)
-    assert prep.spot is not None and prep.spot.trace is not None
+    assert prep.spec.spot is not None and prep.spec.spot.trace is not None
     for i in range(3):
-        streams = np.random.SeedSequence(5, spawn_key=(1, i)).spawn(6)  # as Replica spawns them
-        offset = Cluster(prep.job, prep.spot, 0, streams[2], np.random.default_rng(streams[3]),
-                         np.random.default_rng(streams[5])).trace_offset
-        r = run_replica(prep, 5, i)
+        rep = replica(prep, 5, i)
+        offset = rep.cluster.trace_offset  # where this replica starts replaying the trace
+        r = rep.run()
         assert r.wall == pytest.approx(steps)
         assert r.cost == pytest.approx(_hand_integral(recs, offset, offset + steps), rel=1e-9)

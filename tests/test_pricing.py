@@ -14,7 +14,7 @@ from conftest import SHARED_DATA
 from scipy import optimize, stats
 
 from hsisim.errors import HsisimInputError
-from hsisim.montecarlo import prepare, run_replica
+from hsisim.montecarlo import prepare, replica
 from hsisim.pricing import hazard as hz
 from hsisim.pricing.trace import PriceTrace, read_provenance, read_trace, write_trace
 from hsisim.scenario import parse_scenario
@@ -61,14 +61,11 @@ cost: {{spot_price: trace, price_trace: {{file: {_csv(tmp_path)}, availability_z
 """
     sc = parse_scenario(text)
     prep = prepare(sc, 0)
-    assert prep.spot is not None and prep.spot.trace is not None
-    r = run_replica(prep, 0, 0)
-    from hsisim.sim.cluster import Cluster
-
-    streams = np.random.SeedSequence(0, spawn_key=(1, 0)).spawn(6)  # as Replica spawns them
-    offset = Cluster(prep.job, prep.spot, 0, streams[2], np.random.default_rng(streams[3]),
-                     np.random.default_rng(streams[5])).trace_offset
-    expected = prep.spot.trace.integral(offset, 0, 5400)
+    assert prep.spec.spot is not None and prep.spec.spot.trace is not None
+    rep = replica(prep, 0, 0)
+    offset = rep.cluster.trace_offset  # where this replica starts replaying the trace
+    r = rep.run()
+    expected = prep.spec.spot.trace.integral(offset, 0, 5400)
     assert r.cost == pytest.approx(expected, rel=1e-9)
     assert r.money["compute"] == pytest.approx(expected, rel=1e-9)
 

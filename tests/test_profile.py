@@ -11,7 +11,7 @@ from conftest import ROOT
 
 from hsisim.errors import HsisimInputError
 from hsisim.profile import load_profile
-from hsisim.resolve import resolve
+from hsisim.resolve import resolve_job
 from hsisim.scenario import load_scenario
 
 DATA_BOUND = ROOT / "scenarios" / "validate" / "cpu_data_bound.yaml"
@@ -35,7 +35,7 @@ def _profile(tmp_path: Path, cores: int = 4) -> Path:
 @pytest.mark.parametrize("workers, threads", [(0, 4), (1, 3), (3, 1), (6, 1)])
 def test_training_threads_are_the_cores_the_workers_leave(workers: int, threads: int, tmp_path: Path) -> None:
     p = _profile(tmp_path)
-    job = resolve(load_scenario(DATA_BOUND, [f"calibration={p}", f"loader.num_workers={workers}"]))
+    job = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", f"loader.num_workers={workers}"]))
     fit = load_profile(p).compute[threads]
     assert job.compute_s == pytest.approx(fit.time(64))
     assert any(f"measured with {threads} training thread" in n for n in job.notes)
@@ -47,13 +47,13 @@ def test_training_threads_are_the_cores_the_workers_leave(workers: int, threads:
 
 def test_handover_and_exposed_gloo_only_on_a_cpu_device(tmp_path: Path) -> None:
     p = _profile(tmp_path, cores=2)
-    two = resolve(load_scenario(DATA_BOUND, [f"calibration={p}", "cluster.instance=local-cpu-x2",
+    two = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "cluster.instance=local-cpu-x2",
                                              "training.global_batch=128"]))
     assert two.comm_total_s > 0 and two.comm_exposed_s == two.comm_total_s
     assert any("from the profile's probe" in n for n in two.notes)
-    gpu = resolve(load_scenario(ROOT / "scenarios" / "single_3090.yaml", ["loader.num_workers=2"]))
+    gpu = resolve_job(load_scenario(ROOT / "scenarios" / "single_3090.yaml", ["loader.num_workers=2"]))
     assert gpu.handover_s == 0.0
-    cpu_default = resolve(load_scenario(DATA_BOUND, ["loader.num_workers=1"]))
+    cpu_default = resolve_job(load_scenario(DATA_BOUND, ["loader.num_workers=1"]))
     assert cpu_default.handover_s > 0.0018  # the catalog's measured default, without a profile
 
 
@@ -83,13 +83,13 @@ def test_the_models_own_all_reduce_from_ddp_training_steps_when_the_gradients_ma
 
     sets = ["cluster.instance=local-cpu-x2", "training.global_batch=128"]
     grad_bytes = 4.0 * catalog.model("hybridsn").stats(15, 9, 16).params  # the data-bound scenario's model
-    own = resolve(load_scenario(DATA_BOUND, [f"calibration={_two_process_profile(tmp_path, grad_bytes)}", *sets]))
+    own = resolve_job(load_scenario(DATA_BOUND, [f"calibration={_two_process_profile(tmp_path, grad_bytes)}", *sets]))
     assert own.comm_exposed_s == own.comm_total_s == pytest.approx(0.0031)
     assert own.comm_quantiles and any("DDP training steps" in n for n in own.notes)
     # normalised so that drawing by interpolation keeps the mean
     q = own.comm_quantiles
     assert sum((a + b) / 2 for a, b in itertools.pairwise(q)) / (len(q) - 1) == pytest.approx(1.0)
-    other = resolve(load_scenario(DATA_BOUND, [f"calibration={_two_process_profile(tmp_path, 2 * grad_bytes)}",
+    other = resolve_job(load_scenario(DATA_BOUND, [f"calibration={_two_process_profile(tmp_path, 2 * grad_bytes)}",
                                                *sets]))
     assert other.comm_exposed_s != pytest.approx(0.0031)  # another model's gradients: the fitted line
     assert any("from the profile's probe" in n for n in other.notes)

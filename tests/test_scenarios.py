@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from conftest import SCENARIOS
 
-from hsisim.montecarlo import Results, simulate
+from hsisim.api import simulate
+from hsisim.montecarlo import Results
 from hsisim.scenario import load_scenario
 from hsisim.sim.ledger import MONEY_CATEGORIES, TIME_TERMS
 

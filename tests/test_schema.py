@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hsisim.errors import HsisimInputError
-from hsisim.resolve import resolve
+from hsisim.resolve import resolve_job
 from hsisim.scenario import apply_overrides, load_scenario, parse_scenario
 
 SPOT = ROOT / "scenarios" / "spot_8x.yaml"
@@ -19,7 +19,7 @@ SPOT = ROOT / "scenarios" / "spot_8x.yaml"
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
 def test_every_scenario_validates_and_resolves(path: Path) -> None:
     sc = load_scenario(path)
-    job = resolve(sc)
+    job = resolve_job(sc)
     assert job.total_steps >= 1 and job.world >= 1
     assert path.read_text().lstrip().startswith("# Question:")  # each scenario says what it answers
 
@@ -47,7 +47,7 @@ def test_override_into_a_scalar_is_an_error() -> None:
 def test_price_forms() -> None:
     sc = load_scenario(SPOT, ["cost.spot_price=1.62 USD/h"])
     assert sc.cost.spot_price is not None and sc.cost.spot_price.usd_per_hour == pytest.approx(1.62)
-    job = resolve(sc)
+    job = resolve_job(sc)
     assert job.price_usd_per_node_hour == pytest.approx(1.62)
 
 
@@ -95,7 +95,7 @@ def test_any_value_validates_or_fails_cleanly(key: str, value: object) -> None:
         assert str(err) and "\n" not in str(err)
         return
     try:
-        resolve(sc)
+        resolve_job(sc)
     except HsisimInputError as err:
         assert "\n" not in str(err)
 
@@ -122,17 +122,17 @@ BIG = ["training.micro_batch=8192", "training.global_batch=65536", "model.precis
 
 def test_out_of_memory_fails_by_default() -> None:
     with pytest.raises(HsisimInputError, match="out of memory") as err:
-        resolve(load_scenario(SPOT, BIG))
+        resolve_job(load_scenario(SPOT, BIG))
     assert err.value.key == "training.micro_batch"
 
 
 def test_shrink_halves_the_micro_batch_and_keeps_the_global_batch() -> None:
-    job = resolve(load_scenario(SPOT, [*BIG, "memory.on_oom=shrink"]))
+    job = resolve_job(load_scenario(SPOT, [*BIG, "memory.on_oom=shrink"]))
     assert job.micro_batch < 8192 and job.micro_batch * job.accumulation * job.world == 65536
     assert job.stall_share > 0 and job.oom_retry_s > 0
     assert any("shrunk" in n for n in job.notes)
 
 
 def test_activation_checkpointing_response() -> None:
-    job = resolve(load_scenario(SPOT, [*BIG, "memory.on_oom=activation_checkpointing"]))
+    job = resolve_job(load_scenario(SPOT, [*BIG, "memory.on_oom=activation_checkpointing"]))
     assert job.micro_batch == 8192 and any("activation checkpointing" in n for n in job.notes)

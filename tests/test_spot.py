@@ -9,7 +9,8 @@ import pytest
 from conftest import SHARED_DATA
 from scipy import stats
 
-from hsisim.montecarlo import prepare, run_replica, simulate
+from hsisim.api import simulate
+from hsisim.montecarlo import prepare, run_replica
 from hsisim.pricing import hazard as hz
 from hsisim.scenario import parse_scenario
 from hsisim.sim.ledger import MONEY_CATEGORIES, TIME_TERMS
@@ -275,7 +276,7 @@ def test_a_scenario_can_use_the_real_lifetime_sample() -> None:
     sc = parse_scenario(SPOT8, [f"spot.hazard={{dist: lifetimes, file: {LIFETIMES}, fit: weibull}}"])
     res = simulate(sc, replicas=20, executor="inline")
     _identities(res.df)
-    from hsisim.spot import resolve_spot
+    from hsisim.resolve.spot import resolve_spot
 
     setup = resolve_spot(sc, 5.672)
     assert setup is not None and setup.fit is not None and setup.fit.shape == pytest.approx(0.432, abs=1e-3)
@@ -284,7 +285,7 @@ def test_a_scenario_can_use_the_real_lifetime_sample() -> None:
 
 def test_missing_lifetimes_file_is_a_clear_error() -> None:
     from hsisim.errors import HsisimInputError
-    from hsisim.spot import resolve_spot
+    from hsisim.resolve.spot import resolve_spot
 
     sc = parse_scenario(SPOT8, ["spot.hazard={dist: lifetimes, file: nowhere.csv}"])
     with pytest.raises(HsisimInputError, match="not found"):

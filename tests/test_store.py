@@ -15,9 +15,10 @@ import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
+from hsisim.api import simulate
 from hsisim.cli import app
 from hsisim.errors import HsisimInputError
-from hsisim.montecarlo import CHUNK, simulate
+from hsisim.montecarlo import CHUNK
 from hsisim.montecarlo.store import LOCK, ResultStore, run_identity
 from hsisim.scenario import load_scenario
 

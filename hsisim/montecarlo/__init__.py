@@ -1,34 +1,11 @@
-"""Monte Carlo over replicas: seeding, executors, the result store and summaries."""
+"""Monte Carlo over replicas: preparing a run, executors, the result store, the runner and its results."""
 
 from hsisim.montecarlo import workload
-from hsisim.montecarlo.core import (
-    CHUNK,
-    SUMMARY_METRICS,
-    Prepared,
-    Results,
-    describe,
-    prepare,
-    relative_halfwidth,
-    run_replica,
-    simulate,
-    step_model_for,
-)
+from hsisim.montecarlo.core import run
 from hsisim.montecarlo.executors import EXECUTORS, Executor, check_executor, open_executor
+from hsisim.montecarlo.prepare import Prepared, prepare, replica, run_replica, step_model_for
+from hsisim.montecarlo.results import SUMMARY_METRICS, Results
+from hsisim.montecarlo.store import CHUNK
 
-__all__ = [
-    "CHUNK",
-    "EXECUTORS",
-    "SUMMARY_METRICS",
-    "Executor",
-    "Prepared",
-    "Results",
-    "check_executor",
-    "describe",
-    "open_executor",
-    "prepare",
-    "relative_halfwidth",
-    "run_replica",
-    "simulate",
-    "step_model_for",
-    "workload",
-]
+__all__ = ["CHUNK", "EXECUTORS", "SUMMARY_METRICS", "Executor", "Prepared", "Results", "check_executor",
+           "open_executor", "prepare", "replica", "run", "run_replica", "step_model_for", "workload"]

@@ -35,13 +35,14 @@ import pandas as pd
 import hsisim
 from hsisim.errors import HsisimInputError
 from hsisim.scenario import Scenario
-from hsisim.writer import atomic_write, write_json
+from hsisim.writer import atomic_write, write_json, write_results
 
 PARTS = "parts"
 MANIFEST = "manifest.json"
 LOCK = ".hsisim.lock"
 FORMAT = "hsisim-results/1"
 FINAL = ("replicas.parquet", "summary.json", "scenario.json", MANIFEST)
+CHUNK = 64  # replicas per part file (and per task sent to a worker)
 
 
 def run_identity(sc: Scenario, seed: int, chunk: int, interval_override: float | None) -> dict[str, Any]:
@@ -179,13 +180,9 @@ class ResultStore:
             raise HsisimInputError(f"cannot write {path}: {exc.strerror or exc}") from None
         self.done[(a, b)] = df
 
-    def finish(self, df: pd.DataFrame, summary: dict[str, Any], scenario: dict[str, Any],
-               manifest: dict[str, Any]) -> None:
+    def finish(self, results: Any) -> None:
         """Write the whole table and the summary, mark the run complete, drop the part files."""
-        atomic_write(self.out / "replicas.parquet", lambda p: df.to_parquet(p, index=False))
-        write_json(self.out / "summary.json", summary)
-        write_json(self.out / "scenario.json", scenario)
-        self._write_manifest({**self.identity, **manifest, "status": "complete", "format": FORMAT})
+        write_results(self.out, results, {**self.identity, "format": FORMAT})
         if self.parts.is_dir():
             for path in self.parts.glob("part-*.parquet"):
                 path.unlink()
@@ -287,3 +284,14 @@ def saved_replicas(out: Path) -> int:
         bounds = _bounds(path)
         total += bounds[1] - bounds[0] if bounds else 0
     return total
+
+
+def save(out: Path, results: Any) -> Path:
+    """Write a finished ``Results`` into ``out`` (new, empty, or holding this very run); returns ``out``."""
+    identity = run_identity(results.scenario, results.seed, CHUNK, results.interval_override)
+    store = ResultStore.open(out, identity, resume=True)
+    try:
+        store.finish(results)
+    finally:
+        store.close()
+    return out

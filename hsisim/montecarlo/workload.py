@@ -14,11 +14,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from hsisim.analytic.checkpoint import daly_interval
 from hsisim.errors import HsisimInputError
-from hsisim.sim.macro import EPOCHS_PER_BLOCK
+from hsisim.sim.policy import checkpoint_cost, every_steps
+from hsisim.sim.replica import EPOCHS_PER_BLOCK
 
 LIMIT_S = 600.0  # estimated wall seconds beyond which a run needs allow_long
 # Costs per unit of a two-level replica, measured on a 2-vCPU AMD EPYC VM (2026-12, CPython 3.11):
@@ -41,11 +43,11 @@ class Work:
 
 def estimate(prep: Any) -> Work:
     """The work of one replica of a prepared run."""
-    job, model, sc = prep.job, prep.model, prep.scenario
+    job, model, spec = prep.job, prep.model, prep.spec
     every = _every(prep)
     checkpoints = job.total_steps / every if every else 0.0
     interruptions = _interruptions(prep, every)
-    if sc.simulation.fidelity == "step":
+    if spec.fidelity == "step":
         steps_per_s = model.steps_per_second if math.isfinite(model.steps_per_second) else 1e4
         per = job.total_steps * (1 + interruptions) / max(steps_per_s, 1.0)
     else:
@@ -58,14 +60,11 @@ def estimate(prep: Any) -> Work:
 
 
 def _every(prep: Any) -> int | None:
-    from hsisim.analytic.checkpoint import daly_interval
-    from hsisim.sim.policy import checkpoint_cost, every_steps
-
-    override = prep.interval_override
-    sc, spot = prep.scenario, prep.spot
-    if override is None and sc.checkpoint.policy == "optimal" and spot is not None and math.isfinite(spot.mtbf_s):
-        override = daly_interval(checkpoint_cost(sc, prep.job), spot.mtbf_s)  # the optimum is near Daly's
-    return every_steps(sc, prep.job, prep.model, spot, override)
+    plan, spot = prep.spec.checkpoint, prep.spec.spot
+    if plan.override_s is None and plan.policy == "optimal" and spot is not None and math.isfinite(spot.mtbf_s):
+        # the optimum is not known yet: it is near Daly's interval
+        plan = replace(plan, override_s=daly_interval(checkpoint_cost(plan, prep.job), spot.mtbf_s))
+    return every_steps(plan, prep.job, prep.model, spot)
 
 
 def _interruptions(prep: Any, every: int | None) -> float:
@@ -75,21 +74,21 @@ def _interruptions(prep: Any, every: int | None) -> float:
     checkpoint cost δ and downtime D after each failure (Bougeret et al., SC'11, Prop. 1):
     (W/τ)(1/λ + D)(e^{λ(τ+δ)} − 1), capped at ``simulation.max_wall``.
     """
-    spot, sc, job = prep.spot, prep.scenario, prep.job
+    spot, spec, job = prep.spec.spot, prep.spec, prep.job
     if spot is None or not math.isfinite(spot.mtbf_s):
         return 0.0
     lam = 1.0 / spot.mtbf_s
     work = job.total_steps * prep.model.mu
     tau = min(work, every * prep.model.mu) if every else work
     delta = job.ckpt_write_s if every else 0.0
-    oh = sc.overhead
-    down = oh.boot + oh.image_pull + oh.init + oh.rendezvous + job.ckpt_restore_s
+    oh = spec.overhead
+    down = oh.start_s + oh.rendezvous_s + job.ckpt_restore_s
     down += spot.replacement.mean if spot.replacement is not None else 0.0
     try:
         wall = (work / max(tau, 1e-9)) * (1 / lam + down) * math.expm1(lam * (tau + delta))
     except OverflowError:
         wall = math.inf
-    return lam * min(wall, sc.simulation.max_wall)
+    return lam * min(wall, spec.max_wall_s)
 
 
 def check(preps: Sequence[Any], replicas: int, processes: int, *, allow_long: bool, repeats: int = 1) -> None:

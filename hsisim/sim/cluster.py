@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hsisim.resolve import Job
-from hsisim.spot import SpotSetup
+from hsisim.sim.spec import Job, SpotSetup
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from hsisim.resolve import Job
+from hsisim.sim.spec import Job
 
 Proc = Generator[simpy.Event, Any, None]
 

@@ -7,8 +7,8 @@ from typing import Protocol
 
 import numpy as np
 
-from hsisim.resolve import Job
 from hsisim.sim.micro import MicroSim
+from hsisim.sim.spec import Job
 from hsisim.sim.stepmodel import TERMS, StepModel
 
 

@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
-from hsisim.resolve import Job
 from hsisim.sim.micro import MicroSim, StepTrace
+from hsisim.sim.spec import Job
+from hsisim.stats import halfwidth as ci_halfwidth
 
 TERMS = ("compute", "data", "comm", "stall")
 
@@ -63,14 +63,13 @@ def estimate(job: Job, rng: np.random.Generator, *, batch: int = 200, min_batche
     sim = MicroSim(job, rng, start_workers=False)
     sim.run(warm)
     batches: list[StepTrace] = []
-    halfwidth = float("inf")
+    half = float("inf")
     while sum(map(len, batches)) < max_steps:
         batches.append(sim.run(batch))
         if len(batches) >= min_batches:
             bm = np.array([b.duration.mean() for b in batches])
-            sd = bm.std(ddof=1)
-            halfwidth = float(stats.t.ppf(0.975, len(bm) - 1) * sd / np.sqrt(len(bm)))
-            if halfwidth <= rel_halfwidth * bm.mean():
+            half = ci_halfwidth(bm)
+            if half <= rel_halfwidth * bm.mean():
                 break
     steady = _merge(batches)
     mean = _means(steady)
@@ -89,7 +88,7 @@ def estimate(job: Job, rng: np.random.Generator, *, batch: int = 200, min_batche
         nxt = [_excess(MicroSim(job, rng, start_workers=not job.persistent_workers).run(n_ep), mean)
                for _ in range(cold_runs)]
     simulated = warm + len(steady) + 2 * cold_runs * n_ep
-    return StepModel(mu, sigma, sigma_busy, rho, mean, _avg(first), _avg(nxt), simulated, halfwidth,
+    return StepModel(mu, sigma, sigma_busy, rho, mean, _avg(first), _avg(nxt), simulated, half,
                      time.perf_counter() - t0)
 
 

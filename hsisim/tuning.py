@@ -13,14 +13,17 @@ import math
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import optimize
+from scipy import stats as stats_
 
+from hsisim import montecarlo, stats
 from hsisim.analytic import checkpoint as ckpt
 from hsisim.errors import HsisimInputError
-from hsisim.montecarlo import Executor, Prepared, open_executor, prepare, simulate, workload
+from hsisim.montecarlo import Executor, Prepared
 from hsisim.scenario import Scenario
 from hsisim.sim.policy import checkpoint_cost
 
@@ -29,6 +32,8 @@ OBJECTIVES = {"cost": "cost_per_useful_gpu_h", "time": "wall_h"}
 
 @dataclass(frozen=True)
 class OptimizeResult:
+    """The optimal checkpoint interval (training progress, seconds) with its CI, Young's and Daly's, the curve."""
+
     objective: str
     optimal_interval_s: float
     ci95_s: tuple[float, float]
@@ -55,6 +60,13 @@ class OptimizeResult:
             "curve": [{"interval_min": t / m, "mean": v, "ci95_halfwidth": h} for t, v, h in self.curve],
         }
 
+    def write(self, path: str | Path) -> Path:
+        """Write ``to_json()`` to ``path`` (atomically); returns it."""
+        from hsisim.writer import write_json
+
+        write_json(Path(path), self.to_json())
+        return Path(path)
+
 
 class _Evaluator:
     """Mean objective per interval, with per-replica values kept for the paired bootstrap."""
@@ -66,8 +78,8 @@ class _Evaluator:
     def __call__(self, tau: float) -> float:
         key = round(float(tau), 6)
         if key not in self.values:
-            res = simulate(self.sc, replicas=self.n, seed=self.seed, interval_override=key, prepared=self.prep,
-                           pool=self.pool)
+            res = montecarlo.run(self.sc, self.prep.with_interval(key), replicas=self.n, seed=self.seed,
+                                 pool=self.pool)
             self.values[key] = res.df[self.metric].to_numpy(dtype=float)
         return float(self.values[key].mean())
 
@@ -76,59 +88,62 @@ def optimize_interval(sc: Scenario, *, objective: str = "cost", replicas: int = 
                       workers: int | None = None, executor: str = "local", scheduler: str | None = None,
                       prep: Prepared | None = None, grid_points: int = 9, pool: Executor | None = None,
                       allow_long: bool = False, allow_code: bool = False) -> OptimizeResult:
-    """Find the checkpoint interval (training progress) that minimises the objective's mean."""
+    """The checkpoint interval (training progress) that minimises the objective's mean, with its 95 % CI.
+
+    ``objective`` is ``cost`` (cost per useful GPU-hour) or ``time`` (wall time); every candidate
+    interval runs ``replicas`` replicas with the same seeds (common random numbers).
+    """
     if objective not in OBJECTIVES:
-        raise HsisimInputError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+        raise HsisimInputError(f"{{objective}} must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if replicas < 2:
+        raise HsisimInputError(f"{{replicas}} must be at least 2, got {replicas}")
     if sc.spot is None or sc.cluster.market != "spot":
         raise HsisimInputError("optimize needs a spot cluster: without interruptions no checkpoint pays off",
                                key="cluster.market")
     s = sc.simulation.seed if seed is None else seed
-    prep = prep or prepare(sc, s, allow_code=allow_code)
-    assert prep.spot is not None
+    prep = prep or montecarlo.prepare(sc, s, allow_code=allow_code)
+    spot = prep.spec.spot
+    assert spot is not None
     if pool is None:  # about grid_points + 8 candidates, each a run of `replicas` replicas
         procs = 1 if executor == "inline" else workers or os.cpu_count() or 1
-        workload.check([prep], replicas, procs, allow_long=allow_long, repeats=grid_points + 8)
-    delta = checkpoint_cost(sc, prep.job)
-    mtbf = prep.spot.mtbf_s
-    young, daly = ckpt.young_interval(delta, mtbf), ckpt.daly_interval(delta, mtbf)
-    floor = max(prep.model.mu, 1e-3)  # at least one step between checkpoints
+        montecarlo.workload.check([prep], replicas, procs, allow_long=allow_long, repeats=grid_points + 8)
+    delta = checkpoint_cost(prep.spec.checkpoint, prep.job)
+    young, daly = ckpt.young_interval(delta, spot.mtbf_s), ckpt.daly_interval(delta, spot.mtbf_s)
     with ExitStack() as stack:
-        ex = pool or stack.enter_context(open_executor(executor, workers, scheduler))
+        ex = pool or stack.enter_context(montecarlo.open_executor(executor, workers, scheduler))
         ev = _Evaluator(sc, prep, OBJECTIVES[objective], replicas, s, ex)
-        grid = np.unique(np.maximum(floor, daly * np.logspace(-1.5, 1.5, grid_points)))
-        means = np.array([ev(t) for t in grid])
-        i = int(np.argmin(means))
-        lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
-        if hi > lo:
-            res = optimize.minimize_scalar(lambda x: ev(math.exp(x)), bounds=(math.log(lo), math.log(hi)),
-                                           method="bounded", options={"xatol": 0.05, "maxiter": 6})
-            best = math.exp(res.x) if res.fun <= means[i] else float(grid[i])
-        else:
-            best = float(grid[i])
-        best = round(best, 6)
+        best = _search(ev, daly, max(prep.model.mu, 1e-3), grid_points)
         at = (ev(best), ev(young), ev(daly))
     ci = _bootstrap(ev, np.random.default_rng(np.random.SeedSequence(s, spawn_key=(2,))))
-    curve = []
-    for t in sorted(ev.values):
-        v = ev.values[t]
-        finite = bool(np.isfinite(v).all()) and len(v) > 1
-        half = 1.96 * float(v.std(ddof=1)) / math.sqrt(len(v)) if finite else math.inf
-        curve.append((t, float(v.mean()), half))
-    return OptimizeResult(objective, best, ci, young, daly, mtbf, delta, *at, curve, replicas)
+    curve = [(t, float(v.mean()), stats.halfwidth(v) if np.isfinite(v).all() and len(v) > 1 else math.inf)
+             for t, v in sorted(ev.values.items())]
+    return OptimizeResult(objective, best, ci, young, daly, spot.mtbf_s, delta, *at, curve, replicas)
+
+
+def _search(ev: _Evaluator, daly: float, floor: float, grid_points: int) -> float:
+    """A log-spaced grid around Daly's interval (at least one step), then a bounded refinement."""
+    grid = np.unique(np.maximum(floor, daly * np.logspace(-1.5, 1.5, grid_points)))
+    means = np.array([ev(t) for t in grid])
+    i = int(np.argmin(means))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    if hi <= lo:
+        return round(float(grid[i]), 6)
+    res = optimize.minimize_scalar(lambda x: ev(math.exp(x)), bounds=(math.log(lo), math.log(hi)),
+                                   method="bounded", options={"xatol": 0.05, "maxiter": 6})
+    return round(math.exp(res.x) if res.fun <= means[i] else float(grid[i]), 6)
 
 
 def _bootstrap(ev: _Evaluator, rng: np.random.Generator, rounds: int = 400) -> tuple[float, float]:
-    """95 % interval of the argmin: resample replicas (paired across intervals), refit a parabola in log τ."""
+    """95 % interval of the argmin: replicas resampled (paired across intervals), a parabola refitted in log τ."""
     taus = np.array(sorted(ev.values))
-    table = np.vstack([ev.values[t] for t in taus])  # intervals × replicas
-    n = table.shape[1]
-    picks = []
-    for _ in range(rounds):
-        idx = rng.integers(0, n, n)
-        means = table[:, idx].mean(axis=1)
-        picks.append(_vertex(np.log(taus), means))
-    lo, hi = np.percentile(picks, [2.5, 97.5])
-    return float(math.exp(lo)), float(math.exp(hi))
+    samples = tuple(ev.values[t] for t in taus)
+
+    def vertex(*resampled: np.ndarray) -> float:
+        return _vertex(np.log(taus), np.array([v.mean() for v in resampled]))
+
+    res = stats_.bootstrap(samples, vertex, paired=True, vectorized=False, n_resamples=rounds,
+                           method="percentile", confidence_level=0.95, rng=rng)
+    return float(math.exp(res.confidence_interval.low)), float(math.exp(res.confidence_interval.high))
 
 
 def _vertex(x: np.ndarray, y: np.ndarray) -> float:
@@ -143,6 +158,13 @@ def _vertex(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.clip(-b / (2 * a), xs[0], xs[-1]))
 
 
-def optimal_interval(sc: Scenario, prep: Prepared, *, seed: int, pool: Executor) -> float:
-    """The interval for ``checkpoint.policy: optimal`` (cost objective, 100 replicas per candidate)."""
-    return optimize_interval(sc, prep=prep, seed=seed, pool=pool, replicas=100).optimal_interval_s
+def prepared(sc: Scenario, seed: int, *, allow_code: bool = False, pool: Executor | None = None,
+             executor: str = "local", workers: int | None = None, scheduler: str | None = None) -> Prepared:
+    """The scenario prepared for a run; a ``policy: optimal`` gets its interval found first
+    (cost objective, 100 replicas per candidate), so the runner never optimises."""
+    prep = montecarlo.prepare(sc, seed, allow_code=allow_code)
+    if sc.checkpoint.policy != "optimal" or prep.spec.spot is None:
+        return prep
+    found = optimize_interval(sc, prep=prep, seed=seed, pool=pool, executor=executor, workers=workers,
+                              scheduler=scheduler, replicas=100)
+    return prep.with_interval(found.optimal_interval_s)

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, default_collate
 
-from hsisim.calibrate.probes import Net
+from hsisim.calibration.probes import Net
 from hsisim.errors import HsisimInputError
 
 

@@ -26,8 +26,8 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from hsisim.analytic.compute import fit_line
-from hsisim.calibrate.data import Preprocess
-from hsisim.calibrate.models import build
+from hsisim.calibration.data import Preprocess
+from hsisim.calibration.models import build
 
 
 class Timer:

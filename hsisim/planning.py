@@ -15,14 +15,18 @@ import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from hsisim import montecarlo, stats, tuning
 from hsisim.errors import HsisimInputError
-from hsisim.montecarlo import Results, describe, open_executor, prepare, simulate, workload
-from hsisim.scenario import load_scenario
+from hsisim.montecarlo import Results
+from hsisim.scenario import Scenario, load_scenario
+
+T = TypeVar("T")
 
 
 def parse_sweeps(items: list[str]) -> list[tuple[str, list[str]]]:
@@ -33,26 +37,33 @@ def parse_sweeps(items: list[str]) -> list[tuple[str, list[str]]]:
         key = key.strip()
         vals = [v.strip() for v in values.split(",")]
         if not sep or not key or not all(vals):
-            raise HsisimInputError(f"--sweep expects KEY=V1,V2,... with no empty value, got {item!r}")
+            raise HsisimInputError(f"{{sweeps}} expects KEY=V1,V2,... with no empty value, got {item!r}")
         if any(k == key for k, _ in out):
-            raise HsisimInputError(f"--sweep {key} is given twice")
+            raise HsisimInputError(f"{{sweeps}}: {key} is given twice")
         if len(set(vals)) != len(vals):
-            raise HsisimInputError(f"--sweep {key} repeats a value: {values}")
+            raise HsisimInputError(f"{{sweeps}}: {key} repeats a value: {values}")
         out.append((key, vals))
     return out
 
 
-def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """95 % Wilson score interval of a binomial proportion k/n."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    lo = 0.0 if k == 0 else max(0.0, mid - half)
-    hi = 1.0 if k == n else min(1.0, mid + half)
-    return (lo, hi)
+@dataclass
+class PlanResult:
+    """A plan: the table of combinations, the probabilities, the recommendation, and each run's results."""
+
+    data: dict[str, Any]  # the ``hsisim plan --json`` object
+    runs: list[Results]  # one per combination, in the order of ``data["combinations"]``
+
+    def to_json(self) -> dict[str, Any]:
+        return self.data
+
+    def write(self, folder: str | Path) -> Path:
+        """Write ``plan.json`` into ``folder`` (atomically); returns its path."""
+        from hsisim.writer import write_json
+
+        path = Path(folder) / "plan.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, self.data)
+        return path
 
 
 @dataclass
@@ -64,25 +75,20 @@ class Combination:
     budget: float | None
     deadline_s: float | None
 
-    @staticmethod
-    def probability(ok: np.ndarray) -> tuple[float, list[float]]:
-        k, n = int(ok.sum()), len(ok)
-        return k / n, list(wilson(k, n))
-
     def row(self) -> dict[str, Any]:
         df = self.results.df
         row: dict[str, Any] = {"settings": self.settings, "replicas": len(df)}
         for m in ("wall_h", "cost_usd", "cost_per_useful_gpu_h", "eta", "interruptions"):
-            row[m] = describe(df[m].to_numpy(dtype=float))
+            row[m] = stats.describe(df[m].to_numpy(dtype=float))
         done = df["finished"].to_numpy(dtype=float) > 0
         ok = np.ones(len(df), dtype=bool)
         if self.budget is not None:
             b = df["cost_usd"].to_numpy(dtype=float) <= self.budget
-            row["p_budget"], row["p_budget_ci95"] = self.probability(b)
+            row["p_budget"], row["p_budget_ci95"] = stats.proportion(b)
             ok &= b
         if self.deadline_s is not None:
             d = (df["wall_h"].to_numpy(dtype=float) * 3600 <= self.deadline_s) & done
-            row["p_deadline"], row["p_deadline_ci95"] = self.probability(d)
+            row["p_deadline"], row["p_deadline_ci95"] = stats.proportion(d)
             ok &= d
         row["p_both"] = float(ok.mean())
         row["p_finished"] = float(done.mean())
@@ -98,58 +104,81 @@ def pareto(points: list[tuple[float, float]]) -> list[bool]:
     return flags
 
 
-def plan(path: str | Path, *, sets: list[str], sweeps: list[str], budget: float | None, deadline_s: float | None,
+def plan(scenario: Scenario | str | Path, *, overrides: list[str] | tuple[str, ...] = (),
+         sweeps: list[str] | tuple[str, ...] = (), budget: float | None = None, deadline_s: float | None = None,
          confidence: float = 0.9, replicas: int | None = None, seed: int | None = None, workers: int | None = None,
          executor: str = "local", scheduler: str | None = None, out: Path | None = None, resume: bool = False,
          overwrite: bool = False, allow_long: bool = False, allow_code: bool = False,
-         progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Simulate every combination of the sweeps and return the plan (the ``--json`` object).
+         progress: Callable[[int, int], None] | None = None) -> PlanResult:
+    """Simulate every combination of the sweeps; returns the plan (``to_json()``: the ``hsisim plan --json``).
 
-    With sweeps and ``out``, each combination's replicas go to ``out/combo-NNN`` (a result store each).
+    ``budget`` (USD) and ``deadline_s`` (seconds) default to the scenario's; the plan holds
+    P(cost ≤ budget) and P(time ≤ deadline) with 95 % intervals, and with ``sweeps``
+    (``KEY=V1,V2,...``) a row per combination, the Pareto flags and a recommendation. With sweeps and
+    ``out``, each combination's replicas go to ``out/combo-NNN`` (a result store each).
     """
-    if budget is not None and not budget > 0:
-        raise HsisimInputError(f"--budget must be a positive amount of USD, got {budget}")
-    if deadline_s is not None and not deadline_s > 0:
-        raise HsisimInputError("--deadline must be a positive duration")
-    if not 0 < confidence < 1:
-        raise HsisimInputError(f"--confidence must be in (0, 1), got {confidence}")
-    axes = parse_sweeps(sweeps)
+    _check(budget, deadline_s, confidence, replicas)
+    axes = parse_sweeps(list(sweeps))
     combos = [dict(zip([k for k, _ in axes], vals, strict=True))
               for vals in itertools.product(*[v for _, v in axes])]
-    # load, resolve and micro-simulate every combination before running replicas of any
-    scenarios, preps = [], []
-    for c in combos:
-        try:
-            sc = load_scenario(path, [*sets, *(f"{k}={v}" for k, v in c.items())])
-            scenarios.append(sc)
-            preps.append(prepare(sc, seed if seed is not None else sc.simulation.seed, allow_code=allow_code))
-        except HsisimInputError as exc:
-            if not axes:
-                raise
-            combo = ", ".join(f"{k}={v}" for k, v in c.items())
-            raise HsisimInputError(f"{exc} (in the --sweep combination {combo})") from None
+    scenarios = [_combination(scenario, [*overrides, *(f"{k}={v}" for k, v in c.items())], c, bool(axes))
+                 for c in combos]
     base = scenarios[0]
     n = replicas if replicas is not None else base.simulation.replicas
     s = seed if seed is not None else base.simulation.seed
     b = budget if budget is not None else base.simulation.budget_usd
     d = deadline_s if deadline_s is not None else base.simulation.deadline
+    if out is not None and axes:
+        _plan_folder(out)
 
     def tick(advance: int, _total: int) -> None:
         if progress:
             progress(advance, n * len(combos))
 
-    if out is not None and axes:
-        _plan_folder(out)
-    workload.check(preps, n, 1 if executor == "inline" else workers or os.cpu_count() or 1, allow_long=allow_long)
     results: list[Combination] = []
     with ExitStack() as stack:
-        pool = stack.enter_context(open_executor(executor, workers, scheduler))
+        pool = stack.enter_context(montecarlo.open_executor(executor, workers, scheduler))
+        preps = [_in_combination(partial(tuning.prepared, sc, s, allow_code=allow_code, pool=pool), c, bool(axes))
+                 for sc, c in zip(scenarios, combos, strict=True)]
+        procs = 1 if executor == "inline" else workers or os.cpu_count() or 1
+        montecarlo.workload.check(preps, n, procs, allow_long=allow_long)
         for i, (sc, prep, c) in enumerate(zip(scenarios, preps, combos, strict=True)):
             where = out if out is None or not axes else out / f"combo-{i:03d}"
-            res = simulate(sc, replicas=n, seed=s, prepared=prep, pool=pool, out=where, resume=resume,
-                           overwrite=overwrite, progress=tick)
+            res = montecarlo.run(sc, prep, replicas=n, seed=s, pool=pool, out=where, resume=resume,
+                                 overwrite=overwrite, progress=tick)
             results.append(Combination(c, res, b, d))
-    return _report(base.name, results, n, s, b, d, confidence, bool(axes))
+    return PlanResult(_report(base.name, results, n, s, b, d, confidence, bool(axes)), [c.results for c in results])
+
+
+def _check(budget: float | None, deadline_s: float | None, confidence: float, replicas: int | None) -> None:
+    if budget is not None and not budget > 0:
+        raise HsisimInputError(f"{{budget}} must be a positive amount of USD, got {budget}")
+    if deadline_s is not None and not deadline_s > 0:
+        raise HsisimInputError("{deadline_s} must be a positive duration")
+    if not 0 < confidence < 1:
+        raise HsisimInputError(f"{{confidence}} must be in (0, 1), got {confidence}")
+    if replicas is not None and replicas < 2:
+        raise HsisimInputError(f"{{replicas}} must be at least 2, got {replicas}")
+
+
+def _combination(scenario: Scenario | str | Path, overrides: list[str], combo: dict[str, str],
+                 swept: bool) -> Scenario:
+    """The scenario of one combination (loaded and overridden)."""
+    if isinstance(scenario, Scenario):
+        return _in_combination(lambda: scenario.with_overrides(overrides), combo, swept)
+    return _in_combination(lambda: load_scenario(scenario, overrides), combo, swept)
+
+
+def _in_combination(fn: Callable[[], T], combo: dict[str, str], swept: bool) -> T:
+    """``fn()``, its input errors naming the sweep combination they come from."""
+    try:
+        return fn()
+    except HsisimInputError as exc:
+        if not swept:
+            raise
+        where = ", ".join(f"{k}={v}" for k, v in combo.items())
+        raise HsisimInputError(f"{exc.message} (in the {{sweeps}} combination {where})", key=exc.key, line=exc.line,
+                               source=exc.source) from None
 
 
 def _plan_folder(out: Path) -> None:

@@ -33,13 +33,13 @@ from torch.utils.data import DataLoader, Dataset
 from hsisim import catalog
 from hsisim.analytic import collectives
 from hsisim.analytic.datapipe import training_threads
-from hsisim.calibrate import probes
-from hsisim.calibrate.models import forward_flops, param_count
-from hsisim.calibrate.run import Workload, catalog_gpu_for, dataset_for, parse_device, scene, workload
+from hsisim.calibration import probes
+from hsisim.calibration.models import forward_flops, param_count
+from hsisim.calibration.run import Workload, catalog_gpu_for, dataset_for, parse_device, scene, workload
 from hsisim.errors import HsisimInputError
 from hsisim.montecarlo.store import atomic_write
 from hsisim.profile import FORMAT, load_profile
-from hsisim.resolve import check_code_allowed, resolve
+from hsisim.resolve import check_code_allowed, resolve_job
 from hsisim.scenario import Scenario, load_scenario
 from hsisim.sim.micro import MicroSim, gamma_draws
 
@@ -79,7 +79,7 @@ def trainable(sc: Scenario) -> Iterator[Trainable]:
     """The scenario's model and data, for real (a temporary cube for a catalog dataset)."""
     aug = sc.dataset.augmentation != "none"
     if sc.dataset.factory is not None:
-        from hsisim.calibrate import factories as fx
+        from hsisim.calibration import factories as fx
 
         ds, shape = fx.make_dataset(fx.load_factory(sc.dataset.factory, "dataset.factory"), dict(sc.dataset.kwargs))
         net = _net(sc, shape, 0 if sc.model.factory is not None else fx.dataset_classes(ds))
@@ -103,7 +103,7 @@ def trainable(sc: Scenario) -> Iterator[Trainable]:
 
 def _net(sc: Scenario, shape: tuple[int, ...], classes: int) -> probes.Net:
     if sc.model.factory is not None:
-        from hsisim.calibrate import factories as fx
+        from hsisim.calibration import factories as fx
 
         return fx.make_net(fx.load_factory(sc.model.factory, "model.factory"), dict(sc.model.kwargs), shape)
     assert sc.model.name is not None
@@ -329,7 +329,7 @@ def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, prof
              "checkpoint.every_steps=null", "checkpoint.on_notice=false", "overhead.queue=null", "overhead.boot=0",
              "overhead.image_pull=0", "overhead.init=0", "spot=null", "timings=null"]
     sc = load_scenario(scenario, local)
-    job = resolve(sc, allow_code=True)  # validate() checked that the user allowed the scenario's code
+    job = resolve_job(sc, allow_code=True)  # validate() checked that the user allowed the scenario's code
     # the same statistics as the measurement, over 4,000 steady-state steps of the micro simulation
     sim = MicroSim(job, np.random.default_rng(1), start_workers=False)
     sim.run(64)

@@ -1,4 +1,4 @@
-"""Resolve a scenario's spot section into a ``SpotSetup``: lifetime law, events, prices, recovery.
+"""Spot capacity: each node's lifetime law, correlated reclaims, the notice, recovery, price traces.
 
 Hazards given as data (a lifetimes CSV, an AWS Spot Advisor band) become registry distributions
 here, so the simulator only ever samples a distribution.
@@ -6,34 +6,14 @@ here, so the simulator only ever samples a distribution.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from hsisim import catalog
 from hsisim.distributions import Exponential, Weibull
-from hsisim.errors import HsisimInputError
 from hsisim.pricing import hazard as hz
 from hsisim.pricing.trace import PriceTrace, read_trace
 from hsisim.scenario import AdvisorHazard, LifetimesHazard, Scenario
-
-
-@dataclass(frozen=True)
-class SpotSetup:
-    """Everything about spot capacity the macro simulation needs (seconds, USD)."""
-
-    lifetime: Any  # a registry distribution of one spot node's lifetime from boot, in seconds
-    correlated_rate_per_s: float
-    notice_s: float
-    replacement: Any | None  # distribution of the wait for replacement capacity, or None (immediate)
-    recovery: str
-    fallback_after: int | None
-    fallback_wait_limit_s: float | None
-    bill_survivors: bool
-    spot_nodes: int
-    mtbf_s: float  # of the whole job: 1 / (Σ 1/mean lifetime + correlated rate)
-    fit: hz.HazardFit | None
-    trace: PriceTrace | None
-    trace_scale: float  # trace price × scale = price of this scenario's instance
+from hsisim.sim.spec import SpotSetup
 
 
 def lifetime_law(sc: Scenario) -> tuple[Any, hz.HazardFit | None]:
@@ -83,8 +63,5 @@ def _trace(sc: Scenario, on_demand: float) -> tuple[PriceTrace | None, float]:
     if source == sc.cluster.instance:
         return trace, 1.0
     # a trace of another instance type: keep its spot/on-demand ratio over time
-    try:
-        src_od = catalog.instance(source, key="cost.price_trace.instance_type").on_demand_usd_per_hour
-    except HsisimInputError:
-        raise
+    src_od = catalog.instance(source, key="cost.price_trace.instance_type").on_demand_usd_per_hour
     return trace, on_demand / src_od

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import platform
 import re
@@ -22,12 +21,11 @@ import torch
 
 import hsisim
 from hsisim import catalog
-from hsisim.calibrate import probes
-from hsisim.calibrate.data import PatchDataset, fit_preprocess, make_scene, offline_cube, open_cube, write_cube
-from hsisim.calibrate.models import MODELS, forward_flops, param_count
+from hsisim.calibration import probes
+from hsisim.calibration.data import PatchDataset, fit_preprocess, make_scene, offline_cube, open_cube, write_cube
+from hsisim.calibration.models import MODELS, forward_flops, param_count
 from hsisim.errors import HsisimInputError
-from hsisim.montecarlo.store import atomic_write
-from hsisim.profile import FORMAT, nearest_count
+from hsisim.profile import FORMAT, ProfileData, document, nearest_count
 
 # the patch sizes of each model's paper (Indian Pines); PCA components where the model takes them
 DEFAULT_PATCH = {"hamida": 5, "hybridsn": 25, "ssrn": 7, "ssftt": 13, "spectralformer": 7}
@@ -166,12 +164,12 @@ def dataset_for(sc_data: dict[str, Any], w: Workload, mode: str, repeats: int = 
     return PatchDataset(cube, sc_data["labels"], w.patch, mode, sc_data["pre"], repeats=repeats, augment=augment)
 
 
-def calibrate(*, device: str, model: str, dataset: str, out: Path, quick: bool = False, patch: int | None = None,
+def calibrate(*, device: str, model: str, dataset: str, quick: bool = False, patch: int | None = None,
               pca: int | None = None, batch: int = 64, world_size: int = 1, checkpoint_dir: Path | None = None,
-              fmt: str = "npy", log: Callable[[str], None] | None = None, model_factory: str | None = None,
-              dataset_factory: str | None = None, factory_kwargs: str | dict[str, Any] | None = None
-              ) -> dict[str, Any]:
-    """Run every probe and write the profile to ``out``; returns the profile.
+              checkpoint_storage: str = "local_nvme", fmt: str = "npy", log: Callable[[str], None] | None = None,
+              model_factory: str | None = None, dataset_factory: str | None = None,
+              factory_kwargs: str | dict[str, Any] | None = None) -> ProfileData:
+    """Run every probe; returns the profile (``write`` it where scenarios can name it).
 
     With ``model_factory`` and ``dataset_factory`` the probes measure the user's own module and
     ``Dataset`` (its real ``__getitem__`` and collate) instead of a built-in model and cube.
@@ -195,7 +193,7 @@ def calibrate(*, device: str, model: str, dataset: str, out: Path, quick: bool =
     profile["device"]["name"] = profile["fingerprint"]["device"]
     user_ds = None
     if model_factory is not None and dataset_factory is not None:
-        from hsisim.calibrate import factories as fx
+        from hsisim.calibration import factories as fx
 
         mf = fx.load_factory(model_factory, "--model-factory")
         df = fx.load_factory(dataset_factory, "--dataset-factory")
@@ -249,7 +247,7 @@ def calibrate(*, device: str, model: str, dataset: str, out: Path, quick: bool =
     say("checkpoint probe")
     m, opt, scaler, dtype = probes.make_training(net, dev)
     probes.training_step(m, opt, *net.batch(2, dev), scaler, dtype)  # Adam state exists
-    profile["checkpoint"] = probes.checkpoint_probe(m, opt, checkpoint_dir)
+    profile["checkpoint"] = {**probes.checkpoint_probe(m, opt, checkpoint_dir), "storage": checkpoint_storage}
     if world_size > 1:
         say(f"collective probe: {world_size} processes")
         # between two all-reduces: one training step at --batch with the threads each process gets
@@ -262,9 +260,7 @@ def calibrate(*, device: str, model: str, dataset: str, out: Path, quick: bool =
         profile["collectives"] = probes.collective_probe(world_size, "nccl" if dev.type == "cuda" else "gloo",
                                                          busy_s=busy, near=4 * int(profile["model"]["params"]))
     profile["probe_seconds"] = time.perf_counter() - t_start
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, lambda p: Path(p).write_text(json.dumps(profile, indent=2)))
-    return profile
+    return document(profile)
 
 
 def _batches(fwd_flops: float, dev: torch.device, batch: int, quick: bool) -> list[int]:
@@ -280,7 +276,7 @@ def _batches(fwd_flops: float, dev: torch.device, batch: int, quick: bool) -> li
 
 
 def spec_profile(gpu_name: str, model: str, dataset: str, patch: int | None = None, pca: int | None = None,
-                 precision: str = "amp_fp16", optimizer: str = "adam") -> dict[str, Any]:
+                 precision: str = "amp_fp16", optimizer: str = "adam") -> ProfileData:
     """A profile derived from a GPU's published figures (roofline over the catalog), marked ``source: spec``."""
     from hsisim.analytic import compute, memory
 
@@ -297,11 +293,11 @@ def spec_profile(gpu_name: str, model: str, dataset: str, patch: int | None = No
     figures = {"gpu": gpu.name, "precision": precision, "peak_flops": gpu.peak_flops[precision],
                "mem_bw_bytes_per_s": gpu.mem_bw_bytes_per_s, "memory_bytes": gpu.memory_bytes,
                "source": gpu.source, "as_of": gpu.as_of, "efficiency": info.efficiency}
-    return {"format": FORMAT, "source": "spec",
+    return document({"format": FORMAT, "source": "spec",
             "note": f"derived from the catalog figures for {gpu.describe(precision)} and the model's layer "
                     f"arithmetic at the catalog's prior efficiency {info.efficiency}: not measured",
             "catalog_figures": figures,
             "device": {"kind": "cuda", "name": gpu.display, "catalog_gpu": gpu.name, "cores": None},
             "model": {"name": w.model, "bands": w.bands, "patch": w.patch, "classes": w.classes, "params": stats.params,
                       "fwd_flops": stats.fwd_flops, "precision": precision, "optimizer": optimizer},
-            "compute": {"a_s": cost.a_s, "c_s_per_sample": cost.c_s_per_sample, "cv": 0.0}}
+            "compute": {"a_s": cost.a_s, "c_s_per_sample": cost.c_s_per_sample, "cv": 0.0}})

@@ -1,0 +1,87 @@
+"""The data pipeline: a DataLoader worker's time to build a micro-batch, the hand-over, the copy to the GPU."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from hsisim import catalog
+from hsisim.analytic import datapipe
+from hsisim.profile import Profile
+from hsisim.resolve.compute import Steps
+from hsisim.resolve.hardware import Hardware
+from hsisim.resolve.workload import Workload
+from hsisim.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Data:
+    """Seconds of the input pipeline for one micro-batch."""
+
+    build_s: float  # one worker building one micro-batch (after sharing the node's cores)
+    build_cv: float
+    handover_s: float  # the training process receiving it from a worker (CPU device)
+    h2d_s: float  # host-to-device copy
+    notes: tuple[str, ...] = ()
+
+
+def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | None) -> Data:
+    """The batch build, modelled from the catalog's CPU costs or measured by the profile's data probe."""
+    micro, notes = st.micro_batch, []
+    sample_bytes, build, build_cv = _modelled_build(sc, hw, wl, micro)
+    mode = "factory" if sc.dataset.factory is not None else sc.dataset.preprocess
+    measured = _measured(sc, prof, mode, wl)
+    if measured is not None:
+        build = measured["build"].time(micro)
+        build_cv = measured["per_sample_cv"] / math.sqrt(micro)
+        notes.append(f"batch build from the profile's DataLoader probe ({mode}): "
+                     f"{build * 1e3:.2f} ms per micro-batch of {micro}")
+    elif prof is not None and prof.data and not (wl.factory is not None and wl.factory.per_sample_s is not None):
+        notes.append("batch build modelled: the profile's data probe used another patch or band count")
+    if sc.loader.num_workers:
+        # each rank's training threads keep their cores; workers share what is left
+        kept = hw.threads if hw.threads is not None else 1
+        build *= datapipe.core_slowdown(sc.loader.num_workers, hw.instance.gpus, hw.vcpus, kept)
+    # On a CPU device the training process computes synchronously, so receiving each finished batch
+    # from a worker is on its critical path. On a GPU it overlaps the asynchronous kernels of the
+    # previous step and is left out (it matters only when the host is busier than the GPU).
+    handover = 0.0
+    if hw.on_cpu and sc.loader.num_workers:
+        ho = measured.get("handover") if measured is not None else None
+        handover = ho.time(micro) if ho is not None else \
+            hw.cpu.ipc_handover_s + micro * sample_bytes / hw.cpu.ipc_bw_bytes_per_s
+    host = catalog.link(hw.instance.host_link)
+    h2d = datapipe.h2d_seconds(sample_bytes * micro, host.effective_bytes_per_s, sc.loader.pin_memory,
+                               hw.cpu.copy_bw_bytes_per_s)
+    return Data(build, build_cv, handover, h2d, tuple(notes))
+
+
+def _modelled_build(sc: Scenario, hw: Hardware, wl: Workload, micro: int) -> tuple[float, float, float]:
+    """(sample bytes, build seconds, build cv) from the catalog's per-core costs or the factory's measurement."""
+    if wl.dataset is None:  # the user's Dataset: measured when the scenario was resolved
+        parts = wl.factory
+        assert parts is not None
+        build = (parts.per_sample_s or 0.0) * micro + parts.collate_s * micro / max(1, sc.training.micro_batch)
+        cv = parts.per_sample_cv / math.sqrt(micro) if parts.per_sample_s is not None else 0.0
+        return parts.sample_bytes, build, cv
+    assert wl.dataset is not None
+    fs = catalog.storage("nfs", key="dataset.storage")
+    readers = max(1, sc.loader.num_workers) * hw.world
+    sample_bytes = wl.patch**2 * wl.out_bands * datapipe.FLOAT_BYTES
+    sample = datapipe.sample_cost(
+        patch=wl.patch, bands=wl.dataset.bands, out_bands=wl.out_bands, preprocess=sc.dataset.preprocess,
+        pca=wl.model is not None and wl.model.spectral_input == "pca", storage=sc.dataset.storage,
+        augmentation=sc.dataset.augmentation, cpu=hw.cpu, fs_latency_s=fs.latency_s,
+        fs_share_bw=fs.read_bw_bytes_per_s / readers)
+    return sample_bytes, datapipe.batch_build_seconds(sample.total, micro, sample_bytes, hw.cpu), 0.0
+
+
+def _measured(sc: Scenario, prof: Profile | None, mode: str, wl: Workload) -> dict[str, Any] | None:
+    """The profile's DataLoader measurement for this preprocessing mode, if it measured this input."""
+    measured = prof.data.get(mode) if prof is not None else None
+    if measured is None:
+        return None
+    if mode == "factory":
+        return measured if measured.get("dataset_factory") == sc.dataset.factory else None
+    return measured if (measured["patch"], measured["out_bands"]) == (wl.patch, wl.out_bands) else None
