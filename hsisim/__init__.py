@@ -13,7 +13,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__version__ = "0.2.0"
+from hsisim._version import __version__
 
 # public name → module that defines it
 _PUBLIC = {

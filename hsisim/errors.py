@@ -50,8 +50,8 @@ class HsisimInputError(Exception):
         return f"{head}: {message}" if head else message
 
     def __str__(self) -> str:
-        return self._render(_PARAM.sub(_as_python, self.message))
+        return _PARAM.sub(_as_python, self._render(self.message))
 
     def cli_text(self) -> str:
         """The message with parameters written as the command line's flags."""
-        return self._render(_PARAM.sub(_as_flag, self.message))
+        return _PARAM.sub(_as_flag, self._render(self.message))

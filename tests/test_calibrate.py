@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 torch = pytest.importorskip("torch", reason="calibration needs torch (pip install torch==2.13.0)")
 
-from hsisim.calibration import probes  # noqa: E402
+from hsisim.calibration import collectives, probes  # noqa: E402
 from hsisim.calibration.data import (  # noqa: E402
     PatchDataset,
     fit_preprocess,
@@ -133,9 +133,9 @@ def test_rank_spread_keeps_only_what_differs_between_ranks() -> None:
     common = rng.normal(0.0, 0.5, n)  # the machine slows every rank at once
     ranks = [list(1.0 + common + rng.normal(0.0, 0.1, n)) for _ in range(2)]
     # the pooled within-step variance is sigma^2 * chi2(n) / n: relative s.e. of the sd sqrt(1/(2n)) ~ 1.1 %
-    assert probes.rank_spread(ranks) == pytest.approx(0.1, rel=0.045)
-    assert probes.rank_spread([list(1.0 + common)] * 3) == pytest.approx(0.0, abs=1e-12)
-    assert probes.rank_spread([ranks[0]]) == 0.0
+    assert collectives.rank_spread(ranks) == pytest.approx(0.1, rel=0.045)
+    assert collectives.rank_spread([list(1.0 + common)] * 3) == pytest.approx(0.0, abs=1e-12)
+    assert collectives.rank_spread([ranks[0]]) == 0.0
 
 
 def _clock_worker(rank: int, port: int, out: str) -> None:
@@ -147,7 +147,7 @@ def _clock_worker(rank: int, port: int, out: str) -> None:
     try:
         torch.manual_seed(0)
         model = DistributedDataParallel(torch.nn.Linear(3, 2))
-        clock = probes.CommClock(model)
+        clock = collectives.CommClock(model)
         try:
             clock.take()
             raised = False
@@ -164,14 +164,14 @@ def _clock_worker(rank: int, port: int, out: str) -> None:
         del model, clock
         finished = True
     finally:
-        probes.end_group(finished)
+        collectives.end_group(finished)
 
 
 def test_comm_clock_averages_like_ddp_and_times_the_all_reduce(tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 
     out = tmp_path / "clock.json"
-    mp.spawn(_clock_worker, args=(probes._free_port(), str(out)), nprocs=2, join=True)
+    mp.spawn(_clock_worker, args=(collectives.free_port(), str(out)), nprocs=2, join=True)
     r0, r1 = json.loads(out.read_text())
     # d(sum W x + b)/dW = 4 * x per row; the ranks' inputs are 1 and 2: the average is 4 * 1.5 = 6
     assert r0["grads"] == r1["grads"] == [[[6.0] * 3] * 2, [4.0, 4.0]]
@@ -182,7 +182,7 @@ def test_comm_clock_averages_like_ddp_and_times_the_all_reduce(tmp_path: Path) -
 
 
 def test_collective_probe_two_gloo_processes() -> None:
-    res = probes.collective_probe(2, "gloo", sizes=[4096, 65536, 1 << 20], reps=3)
+    res = collectives.collective_probe(2, "gloo", sizes=[4096, 65536, 1 << 20], reps=3)
     assert res["world_size"] == 2 and len(res["points"]) == 3
     assert res["bus_bw_bytes_per_s"] > 0 and res["alpha_per_hop_s"] >= 0
 
@@ -309,5 +309,5 @@ def test_cuda_compute_memory_and_oom_handling() -> None:
 @needs_cuda
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="nccl needs 2 GPUs")
 def test_nccl_collective_probe() -> None:
-    res = probes.collective_probe(2, "nccl", sizes=[1 << 16, 1 << 22], reps=3)
+    res = collectives.collective_probe(2, "nccl", sizes=[1 << 16, 1 << 22], reps=3)
     assert res["bus_bw_bytes_per_s"] > 1e9

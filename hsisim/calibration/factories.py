@@ -86,11 +86,11 @@ def split_kwargs(text_or_obj: str | dict[str, Any] | None) -> tuple[dict[str, An
         try:
             obj = json.loads(text_or_obj)
         except ValueError as exc:
-            raise HsisimInputError(f"--factory-kwargs is not JSON: {exc}") from None
+            raise HsisimInputError(f"{{factory_kwargs}} is not JSON: {exc}") from None
     else:
         obj = text_or_obj
     if not isinstance(obj, dict):
-        raise HsisimInputError("--factory-kwargs must be a JSON object")
+        raise HsisimInputError("{factory_kwargs} must be a JSON object")
     if obj and set(obj) <= {"model", "dataset"} and all(isinstance(v, dict) for v in obj.values()):
         return dict(obj.get("model", {})), dict(obj.get("dataset", {})), False
     return dict(obj), dict(obj), True
@@ -111,7 +111,7 @@ def _call(f: Factory, kwargs: dict[str, Any], flat: bool, role: str) -> Any:
 
 def make_dataset(f: Factory, kwargs: dict[str, Any], flat: bool = False) -> tuple[Dataset, tuple[int, ...]]:
     """The user's Dataset and the shape of one sample; checks what an item looks like."""
-    role = "--dataset-factory"
+    role = "{dataset_factory}"
     ds = _call(f, kwargs, flat, role)
     if not (hasattr(ds, "__getitem__") and hasattr(ds, "__len__")):
         raise HsisimInputError(f"{role} {f.spec} returned a {type(ds).__name__}, not a torch Dataset "
@@ -139,7 +139,7 @@ def dataset_classes(ds: Any) -> int:
 
 def make_net(f: Factory, kwargs: dict[str, Any], sample_shape: tuple[int, ...], flat: bool = False) -> Net:
     """A ``Net`` that builds the user's model; the class count is read from its output."""
-    role = "--model-factory"
+    role = "{model_factory}"
     model = _call(f, kwargs, flat, role)
     if not isinstance(model, nn.Module):
         raise HsisimInputError(f"{role} {f.spec} returned a {type(model).__name__}, not a torch.nn.Module")

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-import hsisim
 from hsisim import catalog
-from hsisim.calibration import probes
+from hsisim._version import __version__
+from hsisim.calibration import collectives, probes
 from hsisim.calibration.data import PatchDataset, fit_preprocess, make_scene, offline_cube, open_cube, write_cube
 from hsisim.calibration.models import MODELS, forward_flops, param_count
 from hsisim.errors import HsisimInputError
@@ -36,14 +36,14 @@ PROBE_EXTENT = 256  # the probes cut patches from at most a 256×256 crop of lar
 def parse_device(text: str) -> torch.device:
     """``cpu``, ``cuda`` or ``cuda:N``; a CUDA device must exist."""
     if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
-        raise HsisimInputError(f"--device must be cpu, cuda or cuda:N, got {text!r}")
+        raise HsisimInputError(f"{{device}} must be cpu, cuda or cuda:N, got {text!r}")
     dev = torch.device(text)
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise HsisimInputError(f"--device {text}: torch sees no CUDA device (torch {torch.__version__}, "
+            raise HsisimInputError(f"{{device}} {text}: torch sees no CUDA device (torch {torch.__version__}, "
                                    f"built for CUDA {torch.version.cuda})")
         if (dev.index or 0) >= torch.cuda.device_count():
-            raise HsisimInputError(f"--device {text}: only {torch.cuda.device_count()} CUDA device(s)")
+            raise HsisimInputError(f"{{device}} {text}: only {torch.cuda.device_count()} CUDA device(s)")
         dev = torch.device("cuda", dev.index or 0)
     return dev
 
@@ -65,7 +65,7 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
     """What the numbers were measured on."""
     fp: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "host": platform.node(),
                           "python": platform.python_version(), "torch": torch.__version__,
-                          "hsisim": hsisim.__version__, "cpu": cpu_name(), "cores": os.cpu_count(),
+                          "hsisim": __version__, "cpu": cpu_name(), "cores": os.cpu_count(),
                           "torch_threads": torch.get_num_threads()}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
@@ -120,17 +120,17 @@ class Workload:
 
 def workload(model: str, dataset: str, patch: int | None = None, pca: int | None = None) -> Workload:
     if model not in MODELS:
-        raise HsisimInputError(f"--model must be one of {', '.join(MODELS)}, got {model!r}")
-    ds = catalog.dataset(dataset, key="--dataset")
-    info = catalog.model(model, key="--model")
+        raise HsisimInputError(f"{{model}} must be one of {', '.join(MODELS)}, got {model!r}")
+    ds = catalog.dataset(dataset, key="{dataset}")
+    info = catalog.model(model, key="{model}")
     p = patch if patch is not None else DEFAULT_PATCH[model]
     k = pca if pca is not None else DEFAULT_PCA.get(model)
     if info.spectral_input == "pca" and k is None:
-        raise HsisimInputError(f"{info.display} takes PCA components: give --pca")
+        raise HsisimInputError(f"{info.display} takes PCA components: give {{pca}}")
     if k is not None and not 1 <= k <= ds.bands:
-        raise HsisimInputError(f"--pca must be between 1 and the {ds.bands} bands of {ds.display}, got {k}")
+        raise HsisimInputError(f"{{pca}} must be between 1 and the {ds.bands} bands of {ds.display}, got {k}")
     if p < 1:
-        raise HsisimInputError(f"--patch must be positive, got {p}")
+        raise HsisimInputError(f"{{patch}} must be positive, got {p}")
     classes = ds.classes + 1 if info.outputs == "classes_plus_one" else ds.classes
     try:
         info.stats(k or ds.bands, p, ds.classes)
@@ -175,15 +175,7 @@ def calibrate(*, device: str, model: str, dataset: str, quick: bool = False, pat
     ``Dataset`` (its real ``__getitem__`` and collate) instead of a built-in model and cube.
     """
     dev = parse_device(device)
-    if (model_factory is None) != (dataset_factory is None):
-        raise HsisimInputError("give --model-factory and --dataset-factory together (the model's input is the "
-                               "dataset's sample)")
-    if batch < 1:
-        raise HsisimInputError(f"--batch must be positive, got {batch}")
-    if world_size < 1 or (dev.type == "cuda" and world_size > torch.cuda.device_count()):
-        raise HsisimInputError(f"--world-size must be between 1 and the devices available, got {world_size}")
-    if checkpoint_dir is not None and not checkpoint_dir.is_dir():
-        raise HsisimInputError(f"--checkpoint-dir {checkpoint_dir} is not a directory")
+    _check(dev, model_factory, dataset_factory, batch, world_size, checkpoint_dir, checkpoint_storage)
     say = log or (lambda s: None)
     t_start = time.perf_counter()
     cores = os.cpu_count() or 1
@@ -191,28 +183,71 @@ def calibrate(*, device: str, model: str, dataset: str, quick: bool = False, pat
                                "device": {"kind": dev.type, "name": None, "catalog_gpu": catalog_gpu_for(dev),
                                           "cores": cores}}
     profile["device"]["name"] = profile["fingerprint"]["device"]
-    user_ds = None
     if model_factory is not None and dataset_factory is not None:
-        from hsisim.calibration import factories as fx
-
-        mf = fx.load_factory(model_factory, "--model-factory")
-        df = fx.load_factory(dataset_factory, "--dataset-factory")
-        mk, dk, flat = fx.split_kwargs(factory_kwargs)
-        user_ds, shape = fx.make_dataset(df, dk, flat)
-        net = fx.make_net(mf, mk, shape, flat)
-        stats = fx.module_stats(net.build(), shape)
-        profile["model"] = {"name": mf.spec, "sample_shape": list(shape), "classes": net.classes, **stats}
-        profile["factories"] = {"model": mf.record(), "dataset": df.record(), "kwargs": {"model": mk, "dataset": dk}}
-        fwd = stats["fwd_flops"]
+        net, user_ds, fwd = _user_model(profile, model_factory, dataset_factory, factory_kwargs)
+        w = None
     else:
-        w = workload(model, dataset, patch, pca)
-        net = probes.builtin_net(w.model, w.bands, w.patch, w.classes)
-        built = net.build()
-        fwd = forward_flops(built, net.sample_shape)
-        profile["model"] = {"name": w.model, "bands": w.bands, "patch": w.patch, "classes": w.classes,
-                            "params": param_count(built), "fwd_flops": fwd}
-    # compute: micro-batch sweep; on the CPU once per training-thread count a loader can leave
-    batches = _batches(fwd, dev, batch, quick)
+        w, user_ds = workload(model, dataset, patch, pca), None
+        net, fwd = _builtin_model(profile, w)
+    _compute(profile, net, dev, _batches(fwd, dev, batch, quick), quick, cores, say)
+    workers = [0, 1] if quick else sorted({0, 1, 2, min(4, cores)})
+    if user_ds is not None:
+        _user_data(profile, user_ds, str(dataset_factory), net, dev, batch, workers, quick, say)
+    else:
+        assert w is not None
+        _builtin_data(profile, w, fmt, dev, batch, workers, quick, say)
+    say("checkpoint probe")
+    m, opt, scaler, dtype = probes.make_training(net, dev)
+    probes.training_step(m, opt, *net.batch(2, dev), scaler, dtype)  # Adam state exists
+    profile["checkpoint"] = {**probes.checkpoint_probe(m, opt, checkpoint_dir), "storage": checkpoint_storage}
+    if world_size > 1:
+        _collectives(profile, dev, world_size, batch, cores, say)
+    profile["probe_seconds"] = time.perf_counter() - t_start
+    return document(profile)
+
+
+def _check(dev: torch.device, model_factory: str | None, dataset_factory: str | None, batch: int, world_size: int,
+           checkpoint_dir: Path | None, checkpoint_storage: str) -> None:
+    if (model_factory is None) != (dataset_factory is None):
+        raise HsisimInputError("give {model_factory} and {dataset_factory} together (the model's input is the "
+                               "dataset's sample)")
+    if batch < 1:
+        raise HsisimInputError(f"{{batch}} must be positive, got {batch}")
+    if world_size < 1 or (dev.type == "cuda" and world_size > torch.cuda.device_count()):
+        raise HsisimInputError(f"{{world_size}} must be between 1 and the devices available, got {world_size}")
+    if checkpoint_dir is not None and not checkpoint_dir.is_dir():
+        raise HsisimInputError(f"{{checkpoint_dir}} {checkpoint_dir} is not a directory")
+    catalog.storage(checkpoint_storage, key="checkpoint_storage")
+
+
+def _user_model(profile: dict[str, Any], model_factory: str, dataset_factory: str,
+                factory_kwargs: str | dict[str, Any] | None) -> tuple[probes.Net, Any, float]:
+    """The user's module and Dataset, built from their factories: (net, dataset, forward FLOPs)."""
+    from hsisim.calibration import factories as fx
+
+    mf = fx.load_factory(model_factory, "{model_factory}")
+    df = fx.load_factory(dataset_factory, "{dataset_factory}")
+    mk, dk, flat = fx.split_kwargs(factory_kwargs)
+    user_ds, shape = fx.make_dataset(df, dk, flat)
+    net = fx.make_net(mf, mk, shape, flat)
+    stats = fx.module_stats(net.build(), shape)
+    profile["model"] = {"name": mf.spec, "sample_shape": list(shape), "classes": net.classes, **stats}
+    profile["factories"] = {"model": mf.record(), "dataset": df.record(), "kwargs": {"model": mk, "dataset": dk}}
+    return net, user_ds, stats["fwd_flops"]
+
+
+def _builtin_model(profile: dict[str, Any], w: Workload) -> tuple[probes.Net, float]:
+    net = probes.builtin_net(w.model, w.bands, w.patch, w.classes)
+    built = net.build()
+    fwd = forward_flops(built, net.sample_shape)
+    profile["model"] = {"name": w.model, "bands": w.bands, "patch": w.patch, "classes": w.classes,
+                        "params": param_count(built), "fwd_flops": fwd}
+    return net, fwd
+
+
+def _compute(profile: dict[str, Any], net: probes.Net, dev: torch.device, batches: list[int], quick: bool,
+             cores: int, say: Callable[[str], None]) -> None:
+    """Micro-batch sweep; on the CPU once per training-thread count a loader can leave."""
     say(f"compute probe: {net.name}, batches {batches}")
     if dev.type == "cpu":
         counts = sorted({1, cores}) if quick else list(range(1, cores + 1))
@@ -223,44 +258,44 @@ def calibrate(*, device: str, model: str, dataset: str, quick: bool = False, pat
         profile["compute"] = probes.compute_probe(net, dev, batches)
         say("memory probe")
         profile["memory"] = probes.memory_probe(net, dev, batches)
-    workers = [0, 1] if quick else sorted({0, 1, 2, min(4, cores)})
-    hand_batches = sorted({max(1, batch // 4), batch})
-    if user_ds is not None:  # the user's own __getitem__ and collate
-        say(f"data probe: {dataset_factory}, workers {workers}")
-        d = probes.data_probe(user_ds, batch, workers, pin_memory=dev.type == "cuda", samples=100 if quick else 300)
-        d["handover"] = probes.handover_probe(user_ds, hand_batches, fetches=10 if quick else 20)
-        profile["data"] = {"dataset": dataset_factory, "batch": batch,
-                           "modes": {"factory": {"dataset_factory": dataset_factory,
-                                                 "sample_shape": list(net.sample_shape), **d}}}
-    else:  # a real on-disk cube, both preprocessing modes
-        with scene(w, fmt) as s:
-            modes = {}
-            for mode in ("getitem", "offline"):
-                say(f"data probe: preprocess {mode}, workers {workers}")
-                ds = dataset_for(s, w, mode)
-                d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda",
-                                      samples=200 if quick else 600)
-                d["handover"] = probes.handover_probe(ds, hand_batches, fetches=10 if quick else 20)
-                modes[mode] = {"patch": w.patch, "out_bands": w.bands, **d}
-            profile["data"] = {"dataset": w.dataset, "cube_shape": s["shape"], "cube_format": s["format"],
-                               "layout": s["layout"], "batch": batch, "modes": modes}
-    say("checkpoint probe")
-    m, opt, scaler, dtype = probes.make_training(net, dev)
-    probes.training_step(m, opt, *net.batch(2, dev), scaler, dtype)  # Adam state exists
-    profile["checkpoint"] = {**probes.checkpoint_probe(m, opt, checkpoint_dir), "storage": checkpoint_storage}
-    if world_size > 1:
-        say(f"collective probe: {world_size} processes")
-        # between two all-reduces: one training step at --batch with the threads each process gets
-        comp = profile["compute"]
-        if "by_threads" in comp:
-            fit = comp["by_threads"][str(nearest_count(map(int, comp["by_threads"]), max(1, cores // world_size)))]
-        else:
-            fit = comp
-        busy = min(0.05, max(0.001, fit["a_s"] + fit["c_s_per_sample"] * batch))
-        profile["collectives"] = probes.collective_probe(world_size, "nccl" if dev.type == "cuda" else "gloo",
-                                                         busy_s=busy, near=4 * int(profile["model"]["params"]))
-    profile["probe_seconds"] = time.perf_counter() - t_start
-    return document(profile)
+
+
+def _user_data(profile: dict[str, Any], ds: Any, factory: str, net: probes.Net, dev: torch.device, batch: int,
+               workers: list[int], quick: bool, say: Callable[[str], None]) -> None:
+    """The user's own __getitem__ and collate."""
+    say(f"data probe: {factory}, workers {workers}")
+    d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda", samples=100 if quick else 300)
+    d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}), fetches=10 if quick else 20)
+    profile["data"] = {"dataset": factory, "batch": batch,
+                       "modes": {"factory": {"dataset_factory": factory, "sample_shape": list(net.sample_shape), **d}}}
+
+
+def _builtin_data(profile: dict[str, Any], w: Workload, fmt: str, dev: torch.device, batch: int, workers: list[int],
+                  quick: bool, say: Callable[[str], None]) -> None:
+    """A real on-disk cube, both preprocessing modes."""
+    with scene(w, fmt) as s:
+        modes = {}
+        for mode in ("getitem", "offline"):
+            say(f"data probe: preprocess {mode}, workers {workers}")
+            ds = dataset_for(s, w, mode)
+            d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda", samples=200 if quick else 600)
+            d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}),
+                                                  fetches=10 if quick else 20)
+            modes[mode] = {"patch": w.patch, "out_bands": w.bands, **d}
+        profile["data"] = {"dataset": w.dataset, "cube_shape": s["shape"], "cube_format": s["format"],
+                           "layout": s["layout"], "batch": batch, "modes": modes}
+
+
+def _collectives(profile: dict[str, Any], dev: torch.device, world: int, batch: int, cores: int,
+                 say: Callable[[str], None]) -> None:
+    say(f"collective probe: {world} processes")
+    # between two all-reduces: one training step at `batch` with the threads each process gets
+    comp = profile["compute"]
+    fit = comp["by_threads"][str(nearest_count(map(int, comp["by_threads"]), max(1, cores // world)))] \
+        if "by_threads" in comp else comp
+    busy = min(0.05, max(0.001, fit["a_s"] + fit["c_s_per_sample"] * batch))
+    profile["collectives"] = collectives.collective_probe(world, "nccl" if dev.type == "cuda" else "gloo",
+                                                          busy_s=busy, near=4 * int(profile["model"]["params"]))
 
 
 def _batches(fwd_flops: float, dev: torch.device, batch: int, quick: bool) -> list[int]:
@@ -280,7 +315,7 @@ def spec_profile(gpu_name: str, model: str, dataset: str, patch: int | None = No
     """A profile derived from a GPU's published figures (roofline over the catalog), marked ``source: spec``."""
     from hsisim.analytic import compute, memory
 
-    gpu = catalog.gpu(gpu_name, key="--spec")
+    gpu = catalog.gpu(gpu_name, key="{spec}")
     w = workload(model, dataset, patch, pca)
     info = catalog.model(model)
     stats = info.stats(w.bands, w.patch, catalog.dataset(dataset).classes)

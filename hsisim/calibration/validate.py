@@ -33,12 +33,12 @@ from torch.utils.data import DataLoader, Dataset
 from hsisim import catalog
 from hsisim.analytic import collectives
 from hsisim.analytic.datapipe import training_threads
-from hsisim.calibration import probes
+from hsisim.calibration import collectives as probe_comm
+from hsisim.calibration import paired, probes
 from hsisim.calibration.models import forward_flops, param_count
 from hsisim.calibration.run import Workload, catalog_gpu_for, dataset_for, parse_device, scene, workload
 from hsisim.errors import HsisimInputError
-from hsisim.montecarlo.store import atomic_write
-from hsisim.profile import FORMAT, load_profile
+from hsisim.profile import FORMAT, document, load_profile
 from hsisim.resolve import check_code_allowed, resolve_job
 from hsisim.scenario import Scenario, load_scenario
 from hsisim.sim.micro import MicroSim, gamma_draws
@@ -136,7 +136,7 @@ class Run:
             model = DistributedDataParallel(model)
         # on CPU processes, the all-reduce each step waited for is timed (a hook that does DDP's own
         # averaging), which splits the measured step into computation and communication
-        self.clock = probes.CommClock(model) if world > 1 and dev.type == "cpu" else None
+        self.clock = probe_comm.CommClock(model) if world > 1 and dev.type == "cpu" else None
         self.model = model
         ds = t.dataset
         ld = sc.loader
@@ -201,7 +201,7 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
     dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
     finished = False
-    probe: probes.PairedProbe | None = None
+    probe: paired.PairedProbe | None = None
     run: Run | None = None
     try:
         with trainable(sc) as t:
@@ -210,62 +210,88 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
             # synchronise their gradients as the run's do, and the all-reduce is taken out of its compute
             probe = _paired(sc, dev, t, ddp=dev.type == "cpu") if probe_too else None
             run = Run(sc, dev, threads, t, rank, world)
-            seg_warmup = sc.loader.num_workers * sc.loader.prefetch_factor + 1
-            for r, n in enumerate(segments(steps, rounds)):
-                if probe is not None:
-                    dist.barrier()
-                    probe.round(pairs=5)
-                dist.barrier()
-                run.segment(n, warmup if r == 0 else seg_warmup)
-            if probe is not None:  # a round after the last segment too, as on one process
-                dist.barrier()
-                probe.round(pairs=5)
-            res: dict[str, Any] = run.result()
-            run.close()
-            if run.clock is not None:
-                # the all-reduce in the steps, split by the ranks' hand-over times: the wait for the
-                # slowest rank, then the all-reduce itself (from the last hand-over to completion)
-                waited, reduced = probes.after_last_handover(run.handed, run.done)
-                res.update(run.split(), barrier_wait_s=float(waited.mean()), allreduce_s=float(reduced.mean()))
+            _alternate(run, probe, steps, rounds, warmup, sc.loader.num_workers * sc.loader.prefetch_factor + 1)
+            res = _rank_result(run)
             fits = probe.fits() if probe is not None else None
             in_training = probe.allreduce() if probe is not None else None
             grad_bytes = 4 * int(t.model["params"])
-        # the all-reduce probe (message sizes around, not at, the gradient's; 48 times each) and the
-        # gradient's own size, alternated in the same processes; on CPU processes as DDP issues them
-        sizes = [2**k for k in range(14, 25) if not 0.8 < 2**k / grad_bytes < 1.25]
-        sweep: dict[int, list[float]] = {n: [] for n in sizes}
-        grad_ts: list[float] = []
         # between two all-reduces, a training step's computation (the probe's, at this micro-batch)
         busy = fits[0]["a_s"] + fits[0]["c_s_per_sample"] * sc.training.micro_batch if fits else 0.005
-        for _ in range(4):
-            if dev.type == "cpu":
-                got_sweep = probes.time_allreduce_ddp(sizes, 12, busy)
-                got_grad = probes.time_allreduce_ddp([grad_bytes], 16, busy)
-            else:
-                got_sweep = probes.time_allreduce(sizes, 12, dev, busy)
-                got_grad = probes.time_allreduce([grad_bytes], 16, dev, busy)
-            for n, ts in got_sweep.items():
-                sweep[n].extend(ts)
-            grad_ts.extend(got_grad[grad_bytes])
-        # the mean, like the prediction's: one all-reduce is heavy-tailed here (cv ~0.5-1), a step feels
-        # the tail, and 64 of them put the mean within ~+-15 %
-        res["allreduce_probe_s"] = statistics.fmean(grad_ts)
-        res["allreduce_probe_median_s"] = statistics.median(grad_ts)
-        coll = probes.fit_allreduce(sweep, world, "nccl" if dev.type == "cuda" else "gloo", near=grad_bytes)
-        coll["busy_s"] = busy
+        coll = _allreduce_probe(dev, world, grad_bytes, busy, res)
         if in_training is not None:
             coll["in_training"] = in_training
-        gathered: list[Any] = [None] * world
-        dist.all_gather_object(gathered, res)
-        if rank == 0:
-            merged = {k: max(g[k] for g in gathered) if k == "step_time_s" else statistics.mean(g[k] for g in gathered)
-                      for k in res}
-            merged["step_time_by_rank_s"] = [g["step_time_s"] for g in gathered]
-            Path(out).write_text(json.dumps({"measured": merged, "fits": fits, "collectives": coll}))
+        _gather(rank, world, res, {"fits": fits, "collectives": coll}, out)
         finished = True
     finally:
         probe = run = None  # their DDP models go before the group does
-        probes.end_group(finished)
+        probe_comm.end_group(finished)
+
+
+def _alternate(run: Run, probe: paired.PairedProbe | None, steps: int, rounds: int, warmup: int,
+               seg_warmup: int) -> None:
+    """Segments of the real run between rounds of the probe, every rank at once."""
+    import torch.distributed as dist
+
+    for r, n in enumerate(segments(steps, rounds)):
+        if probe is not None:
+            dist.barrier()
+            probe.round(pairs=5)
+        dist.barrier()
+        run.segment(n, warmup if r == 0 else seg_warmup)
+    if probe is not None:  # a round after the last segment too, as on one process
+        dist.barrier()
+        probe.round(pairs=5)
+
+
+def _rank_result(run: Run) -> dict[str, Any]:
+    """One rank's measurement; with a hook, the step split into compute, wait and all-reduce."""
+    res: dict[str, Any] = run.result()
+    run.close()
+    if run.clock is not None:
+        # the all-reduce in the steps, split by the ranks' hand-over times: the wait for the
+        # slowest rank, then the all-reduce itself (from the last hand-over to completion)
+        waited, reduced = probe_comm.after_last_handover(run.handed, run.done)
+        res.update(run.split(), barrier_wait_s=float(waited.mean()), allreduce_s=float(reduced.mean()))
+    return res
+
+
+def _allreduce_probe(dev: torch.device, world: int, grad_bytes: int, busy: float, res: dict[str, Any]
+                     ) -> dict[str, Any]:
+    """The all-reduce sweep (sizes around, not at, the gradient's; 48 times each) and the gradient's own
+    size, alternated in the same processes (on CPU processes as DDP issues them); fills ``res``."""
+    sizes = [2**k for k in range(14, 25) if not 0.8 < 2**k / grad_bytes < 1.25]
+    sweep: dict[int, list[float]] = {n: [] for n in sizes}
+    grad_ts: list[float] = []
+    for _ in range(4):
+        if dev.type == "cpu":
+            got_sweep = probe_comm.time_allreduce_ddp(sizes, 12, busy)
+            got_grad = probe_comm.time_allreduce_ddp([grad_bytes], 16, busy)
+        else:
+            got_sweep = probe_comm.time_allreduce(sizes, 12, dev, busy)
+            got_grad = probe_comm.time_allreduce([grad_bytes], 16, dev, busy)
+        for n, ts in got_sweep.items():
+            sweep[n].extend(ts)
+        grad_ts.extend(got_grad[grad_bytes])
+    # the mean, like the prediction's: one all-reduce is heavy-tailed here (cv ~0.5-1), a step feels
+    # the tail, and 64 of them put the mean within ~+-15 %
+    res["allreduce_probe_s"] = statistics.fmean(grad_ts)
+    res["allreduce_probe_median_s"] = statistics.median(grad_ts)
+    coll = probe_comm.fit_allreduce(sweep, world, "nccl" if dev.type == "cuda" else "gloo", near=grad_bytes)
+    coll["busy_s"] = busy
+    return coll
+
+
+def _gather(rank: int, world: int, res: dict[str, Any], extra: dict[str, Any], out: str) -> None:
+    """Rank 0 writes the ranks' results merged (the slowest rank's step time, the means of the rest)."""
+    import torch.distributed as dist
+
+    gathered: list[Any] = [None] * world
+    dist.all_gather_object(gathered, res)
+    if rank == 0:
+        merged = {k: max(g[k] for g in gathered) if k == "step_time_s" else statistics.mean(g[k] for g in gathered)
+                  for k in res}
+        merged["step_time_by_rank_s"] = [g["step_time_s"] for g in gathered]
+        Path(out).write_text(json.dumps({"measured": merged, **extra}))
 
 
 def _profile(sc: Scenario, dev: torch.device, threads: int, fits: Any, t: Trainable,
@@ -293,10 +319,10 @@ def _profile(sc: Scenario, dev: torch.device, threads: int, fits: Any, t: Traina
     return prof
 
 
-def _paired(sc: Scenario, dev: torch.device, t: Trainable, ddp: bool = False) -> probes.PairedProbe:
+def _paired(sc: Scenario, dev: torch.device, t: Trainable, ddp: bool = False) -> paired.PairedProbe:
     b = sc.training.micro_batch
     amp = _amp(sc)
-    return probes.PairedProbe(t.net, dev, t.dataset, sorted({max(1, b // 4), max(1, b // 2), b}), sc.model.optimizer,
+    return paired.PairedProbe(t.net, dev, t.dataset, sorted({max(1, b // 4), max(1, b // 2), b}), sc.model.optimizer,
                               amp, handover=sc.loader.num_workers > 0, ddp=ddp)
 
 
@@ -369,49 +395,63 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
     cores = os.cpu_count() or 1
     threads = training_threads(cores, world_size, sc.loader.num_workers) if dev.type == "cpu" else 1
     wu = warmup if warmup is not None else max(5, sc.loader.num_workers * sc.loader.prefetch_factor + 2)
-    seg_warmup = sc.loader.num_workers * sc.loader.prefetch_factor + 1
     with tempfile.TemporaryDirectory(prefix="hsisim-validate-") as d, trainable(sc) as t:
-        prof_path = profile
-        probe = _paired(sc, dev, t) if profile is None and world_size == 1 else None
-        fits: Any = None
-        coll: dict[str, Any] | None = None
         say(f"training {wu} + {steps} steps for real" + ("" if profile is not None else
             f", in {rounds} segments between rounds of the calibration probe ({threads} training thread(s))"))
         old = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
             if world_size == 1:
-                run = Run(sc, dev, threads, t)
-                for r, n in enumerate(segments(steps, rounds)):
-                    if probe is not None:
-                        probe.round()
-                    run.segment(n, wu if r == 0 else seg_warmup)
-                if probe is not None:
-                    probe.round()
-                    fits = probe.fits()
-                measured = run.result()
-                run.close()
+                measured, fits, coll = _measure_one(sc, dev, threads, t, steps, rounds, wu, profile is None)
             else:
-                import torch.multiprocessing as mp
-
-                out = str(Path(d) / "measured.json")
-                try:
-                    mp.spawn(_ddp_worker, args=(world_size, probes._free_port(), str(scenario), sets, device, steps,
-                                                wu, threads, rounds, profile is None, out), nprocs=world_size,
-                             join=True)
-                except mp.ProcessRaisedException as exc:  # a rank failed: its last line says why
-                    last = [ln for ln in str(exc).strip().splitlines() if ln.strip()][-1]
-                    raise HsisimInputError(f"a validation process failed: {last}") from None
-                got = json.loads(Path(out).read_text())
-                measured, fits, coll = got["measured"], got["fits"], got["collectives"]
-            if profile is None:
-                prof_path = Path(d) / "profile.json"
-                prof = _profile(sc, dev, threads, fits, t, coll)
-                atomic_write(prof_path, lambda p: Path(p).write_text(json.dumps(prof, indent=2)))
+                measured, fits, coll = _measure_ddp(scenario, sets, device, world_size, steps, wu, threads, rounds,
+                                                    profile is None, Path(d))
+            prof_path = profile if profile is not None else \
+                document(_profile(sc, dev, threads, fits, t, coll)).write(Path(d) / "profile.json")
         finally:
             torch.set_num_threads(old)
-        assert prof_path is not None
         predicted, notes = predict(scenario, sets, dev, world_size, prof_path, steps)
+    return _report(sc, dev, world_size, threads, steps, wu, measured, predicted, notes)
+
+
+def _measure_one(sc: Scenario, dev: torch.device, threads: int, t: Trainable, steps: int, rounds: int, wu: int,
+                 probe_too: bool) -> tuple[dict[str, Any], Any, None]:
+    """One process: segments of the real run between rounds of the paired probe."""
+    probe = _paired(sc, dev, t) if probe_too else None
+    run = Run(sc, dev, threads, t)
+    seg_warmup = sc.loader.num_workers * sc.loader.prefetch_factor + 1
+    for r, n in enumerate(segments(steps, rounds)):
+        if probe is not None:
+            probe.round()
+        run.segment(n, wu if r == 0 else seg_warmup)
+    fits = None
+    if probe is not None:
+        probe.round()
+        fits = probe.fits()
+    measured = run.result()
+    run.close()
+    return measured, fits, None
+
+
+def _measure_ddp(scenario: Path, sets: list[str], device: str, world: int, steps: int, wu: int, threads: int,
+                 rounds: int, probe_too: bool, folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    """``world`` processes with DDP; rank 0 writes what they measured."""
+    import torch.multiprocessing as mp
+
+    out = str(folder / "measured.json")
+    try:
+        mp.spawn(_ddp_worker, args=(world, probe_comm.free_port(), str(scenario), sets, device, steps, wu, threads,
+                                    rounds, probe_too, out), nprocs=world, join=True)
+    except mp.ProcessRaisedException as exc:  # a rank failed: its last line says why
+        last = [ln for ln in str(exc).strip().splitlines() if ln.strip()][-1]
+        raise HsisimInputError(f"a validation process failed: {last}") from None
+    got = json.loads(Path(out).read_text())
+    return got["measured"], got["fits"], got["collectives"]
+
+
+def _report(sc: Scenario, dev: torch.device, world: int, threads: int, steps: int, wu: int, measured: dict[str, Any],
+            predicted: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """Measured against predicted, with the errors in % (and the data-wait share in points)."""
     # the all-reduce in a step is measured by a hook on CPU processes (on a GPU its kernels run
     # asynchronously, and only the all-reduce alone is timed)
     keys = [k for k in ("step_time_s", "data_wait_fraction", "allreduce_s", "barrier_wait_s", "allreduce_probe_s")
@@ -419,7 +459,7 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
     errors = {k: 100.0 * (predicted[k] - measured[k]) / measured[k] if measured[k] > 0 else math.nan for k in keys}
     # a fraction near zero has no meaningful relative error: also give the difference in points
     points = {"data_wait_fraction": 100.0 * (predicted["data_wait_fraction"] - measured["data_wait_fraction"])}
-    return {"scenario": sc.name, "device": str(dev), "world_size": world_size, "threads": threads,
+    return {"scenario": sc.name, "device": str(dev), "world_size": world, "threads": threads,
             "steps": steps, "warmup": wu, "measured": measured, "predicted": predicted, "error_pct": errors,
             "error_points": points, "notes": notes,
             "config": {"model": sc.model.name or sc.model.factory, "micro_batch": sc.training.micro_batch,

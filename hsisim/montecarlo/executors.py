@@ -26,12 +26,12 @@ ChunkFn = Callable[[Any, int, int, int], Rows]  # (prepared, seed, start, stop) 
 def check_executor(executor: str, scheduler: str | None = None) -> None:
     """Bad ``--executor`` / ``--scheduler`` combinations are input errors."""
     if executor not in EXECUTORS:
-        raise HsisimInputError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+        raise HsisimInputError(f"{{executor}} must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if scheduler is not None:
         if executor != "dask":
-            raise HsisimInputError(f"--scheduler needs --executor dask (got --executor {executor})")
+            raise HsisimInputError(f"{{scheduler}} needs {{executor=dask}} (got {{executor={executor}}})")
         if "://" not in scheduler:
-            raise HsisimInputError(f"--scheduler must be an address like tcp://HOST:PORT, got {scheduler!r}")
+            raise HsisimInputError(f"{{scheduler}} must be an address like tcp://HOST:PORT, got {scheduler!r}")
 
 
 class Executor(AbstractContextManager["Executor"], abc.ABC):
@@ -92,7 +92,7 @@ class DaskExecutor(Executor):
         try:
             from distributed import Client, LocalCluster
         except ImportError:
-            raise HsisimInputError("--executor dask needs the dask extra: pip install 'hsisim[dask]'") from None
+            raise HsisimInputError("{executor=dask} needs the dask extra: pip install 'hsisim[dask]'") from None
         self.stack = ExitStack()
         self.retries = retries
         try:
@@ -105,7 +105,7 @@ class DaskExecutor(Executor):
                 self.client = self.stack.enter_context(Client(address, timeout="10s"))
         except OSError as exc:
             self.stack.close()
-            raise HsisimInputError(f"--scheduler {address}: cannot reach the Dask scheduler ({exc})") from None
+            raise HsisimInputError(f"{{scheduler}} {address}: cannot reach the Dask scheduler ({exc})") from None
         self._scattered: tuple[int, Any] | None = None
 
     def run(self, fn: ChunkFn, prepared: Any, seed: int, bounds: Sequence[tuple[int, int]]
@@ -133,7 +133,7 @@ def open_executor(executor: str, workers: int | None = None, scheduler: str | No
     check_executor(executor, scheduler)
     procs = workers if workers is not None else (os.cpu_count() or 1)
     if procs < 1:
-        raise HsisimInputError(f"--workers must be at least 1, got {procs}")
+        raise HsisimInputError(f"{{workers}} must be at least 1, got {procs}")
     if executor == "inline" or (executor == "local" and procs == 1):
         return InlineExecutor()
     if executor == "local":

@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-import hsisim
 from hsisim import stats
+from hsisim._version import __version__
 from hsisim.scenario import Scenario
 from hsisim.sim.spec import Job, RunSpec
 from hsisim.sim.stepmodel import StepModel
@@ -72,7 +72,7 @@ class Results:
 
     def manifest(self) -> dict[str, Any]:
         """Version, seed, replica count, scenario hash, calibration fingerprint and the step model."""
-        return {"hsisim_version": hsisim.__version__, "seed": self.seed, "replicas": len(self.df),
+        return {"hsisim_version": __version__, "seed": self.seed, "replicas": len(self.df),
                 "scenario_hash": self.scenario.fingerprint(), "calibration_fingerprint": _calib_fp(self.scenario),
                 "step_model": asdict(self.step_model)}
 

@@ -32,7 +32,7 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-import hsisim
+from hsisim._version import __version__
 from hsisim.errors import HsisimInputError
 from hsisim.scenario import Scenario
 from hsisim.writer import atomic_write, write_json, write_results
@@ -122,7 +122,7 @@ class ResultStore:
         """Mark the run as running, for ``replicas`` replicas (so that a plain resume finishes the same run)."""
         self.parts.mkdir(exist_ok=True)
         self._write_manifest({**self.identity, "status": "running", "format": FORMAT,
-                              "hsisim_version": hsisim.__version__, "replicas_requested": replicas})
+                              "hsisim_version": __version__, "replicas_requested": replicas})
 
     def _write_manifest(self, data: dict[str, Any]) -> None:
         write_json(self.out / MANIFEST, data)
