@@ -9,6 +9,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from hsisim.cli_catalog import catalog_command
 from hsisim.cli_common import guard, interrupted
 from hsisim.cli_prices import prices_app
 from hsisim.errors import HsisimInputError
@@ -19,6 +20,21 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 scenario_app = typer.Typer(no_args_is_help=True, help="Scenario files: JSON Schema and validation.")
 app.add_typer(scenario_app, name="scenario")
 app.add_typer(prices_app, name="prices")
+
+
+def _version(value: bool) -> None:
+    if value:
+        import hsisim
+
+        typer.echo(f"hsisim {hsisim.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """What a hyperspectral training job really costs on a rented GPU cluster."""
+
 
 T = TypeVar("T")
 
@@ -381,6 +397,9 @@ def _writable_parent(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise HsisimInputError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
+
+
+app.command("catalog")(catalog_command)
 
 
 def main() -> None:
