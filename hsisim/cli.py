@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from hsisim.cli_catalog import catalog_command
 from hsisim.cli_common import console, guard, interrupted, with_progress
 from hsisim.cli_prices import prices_app
 from hsisim.errors import HsisimInputError
@@ -17,6 +18,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 scenario_app = typer.Typer(no_args_is_help=True, help="Scenario files: JSON Schema and validation.")
 app.add_typer(scenario_app, name="scenario")
 app.add_typer(prices_app, name="prices")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from hsisim._version import __version__
+
+        typer.echo(f"hsisim {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """What a hyperspectral training job really costs on a rented GPU cluster."""
 
 Scenario = Annotated[Path, typer.Argument(help="Scenario YAML file.")]
 Sets = Annotated[list[str] | None, typer.Option("--set", help="Override a key: --set cluster.nodes=4 (repeatable).")]
@@ -312,6 +327,9 @@ def scenario_validate(scenario: Scenario, set_: Sets = None, allow_code: AllowCo
         return f"{scenario}: ok ({sc.name}: {job.world} GPUs, {job.total_steps:,} steps)"
 
     typer.echo(guard(go))
+
+
+app.command("catalog")(catalog_command)
 
 
 def main() -> None:
