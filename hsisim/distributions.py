@@ -181,12 +181,3 @@ Distribution = Annotated[
     Constant | Exponential | LogNormal | Weibull | Gamma | Empirical,
     Field(discriminator="dist"),
 ]
-
-REGISTRY: dict[str, type[_Dist]] = {
-    "constant": Constant,
-    "exponential": Exponential,
-    "lognormal": LogNormal,
-    "weibull": Weibull,
-    "gamma": Gamma,
-    "empirical": Empirical,
-}

@@ -26,7 +26,6 @@ def _number(value: Any) -> Any:
 
 Seconds = Annotated[float, BeforeValidator(units.duration, json_schema_input_type=str | float)]
 Bytes = Annotated[float, BeforeValidator(units.size, json_schema_input_type=str | float)]
-BytesPerSecond = Annotated[float, BeforeValidator(units.bandwidth, json_schema_input_type=str | float)]
 Count = Annotated[int, Strict()]  # 4, not 4.0, "4" or true
 Number = Annotated[float, Strict(), BeforeValidator(_number)]  # 0.5, 1 or 1e-3; not true; finite (model config)
 Flag = Annotated[bool, Strict()]  # true/false, not 1 or "yes"

@@ -52,11 +52,6 @@ def test_daly_beyond_its_range_is_mtbf() -> None:
     assert ckpt.daly_interval(40, 15) == 15
 
 
-def test_job_mtbf_of_independent_nodes() -> None:
-    # N nodes with hazard λ: M = 1/(Nλ)
-    assert ckpt.job_mtbf(2, 3600 / 0.02) == pytest.approx(1 / (2 * 0.02) * 3600)
-
-
 def test_ring_allreduce_closed_form() -> None:
     p, a, s, b = 8, 5e-6, 100e6, 10e9
     assert collectives.ring_allreduce(s, p, a, b) == pytest.approx(2 * 7 * a + 2 * 7 / 8 * s / b)

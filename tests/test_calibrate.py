@@ -167,6 +167,7 @@ def _clock_worker(rank: int, port: int, out: str) -> None:
         collectives.end_group(finished)
 
 
+@pytest.mark.slow
 def test_comm_clock_averages_like_ddp_and_times_the_all_reduce(tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 
@@ -252,6 +253,7 @@ def test_validate_reports_measured_predicted_and_errors() -> None:
     assert _probe_dirs() == before
 
 
+@pytest.mark.slow
 def test_two_process_validate_splits_the_step_and_checks_the_collective_model() -> None:
     res = runner.invoke(app, ["validate", "--scenario", str(ROOT / "scenarios" / "validate" / "cpu_gloo_2proc.yaml"),
                               "--device", "cpu", "--world-size", "2", "--steps", "8", "--warmup", "2",

@@ -37,6 +37,7 @@ def test_run_json_follows_the_contract() -> None:
     assert 0 <= data["p_deadline"] <= 1 and 0 <= data["p_budget"] <= 1
 
 
+@pytest.mark.slow
 def test_same_seed_same_json_whatever_the_process_count() -> None:
     args = ("run", SPOT, "--replicas", "150", "--json", "--seed", "9")
     a = _run(*args, "--workers", "1")[1]

@@ -89,6 +89,7 @@ def test_a_scenario_can_point_at_factories(project: Path) -> None:
     assert job.batch_build_s > 0
 
 
+@pytest.mark.slow
 def test_validate_three_loader_configurations_within_10_percent(project: Path) -> None:
     # compute-bound (a worker keeps up: the wait is its hand-over), in between (no worker, light
     # __getitem__), data-bound (no worker, heavy __getitem__). Medians of 5 runs: the machine is shared.

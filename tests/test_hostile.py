@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow  # ~45 subprocesses of the real CLI
 SPOT = str(ROOT / "scenarios" / "spot_8x.yaml")
 LIMIT_S = 30.0
 LAUGHS = "\n".join(

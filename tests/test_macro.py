@@ -133,6 +133,7 @@ def test_two_level_equals_step_fidelity_when_deterministic() -> None:
     _identities(step.df)
 
 
+@pytest.mark.slow
 def test_two_level_agrees_with_step_fidelity_under_noise() -> None:
     text = SMALL.replace("cluster:", "timings: {compute_per_step: 50 ms, data_wait_per_step: 20 ms, comm_per_step: "
                                      "5 ms, cv: 0.4}\ncluster:")

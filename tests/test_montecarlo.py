@@ -63,6 +63,7 @@ def reference(spot8):  # type: ignore[no-untyped-def]
     return simulate(spot8, replicas=300, executor="inline")
 
 
+@pytest.mark.slow
 def test_identical_results_inline_two_processes_and_dask_local_cluster(spot8, reference) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("distributed")
     local = simulate(spot8, replicas=300, executor="local", workers=2)
@@ -113,6 +114,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(spot8, reference, t
     assert not list(cut.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_killed_process_resumes_without_loss_or_duplicates(spot8, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "killed"
     cmd = [sys.executable, "-m", "hsisim", "run", str(SPOT8), "--replicas", "1000", "--executor", "inline",
@@ -193,6 +195,7 @@ def test_ci_halfwidth_stops_when_the_mean_cost_is_that_tight() -> None:
     assert len(capped.df) == 300 and capped.summary()["stopping"]["reached_max"]
 
 
+@pytest.mark.slow
 def test_confidence_interval_covers_a_known_mean_at_the_nominal_rate() -> None:
     # 6000 independent replicas of a job whose expected wall time is known exactly, in 120 groups
     # of 50: the 95 % CI of each group should cover the truth about 95 % of the time. Binomial(120,

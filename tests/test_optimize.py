@@ -27,6 +27,7 @@ simulation: {seed: 5}
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["time", "cost"])
 def test_optimum_is_near_daly_where_daly_holds(objective: str) -> None:
     res = optimize_interval(parse_scenario(DALY), objective=objective, replicas=120, executor="inline")
@@ -41,6 +42,7 @@ def test_optimum_is_near_daly_where_daly_holds(objective: str) -> None:
     assert curve[0][1] > res.at_optimal and curve[-1][1] > res.at_optimal
 
 
+@pytest.mark.slow
 def test_optimize_cli_json_keys() -> None:
     out = CliRunner().invoke(app, ["optimize", "-", "--json"])
     assert out.exit_code == 2  # a missing file is bad input

@@ -6,13 +6,13 @@ import math
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA
+from conftest import ROOT, SHARED_DATA
 from scipy import stats
 
 from hsisim.api import simulate
 from hsisim.montecarlo import prepare, run_replica
 from hsisim.pricing import hazard as hz
-from hsisim.scenario import parse_scenario
+from hsisim.scenario import load_scenario, parse_scenario
 from hsisim.sim.ledger import MONEY_CATEGORIES, TIME_TERMS
 
 ONE_NODE = """
@@ -92,6 +92,7 @@ def _identities(df) -> None:  # type: ignore[no-untyped-def]
     assert np.all(df[[f"t_{t}_h" for t in TIME_TERMS]] >= -1e-12)
 
 
+@pytest.mark.slow
 def test_expected_completion_time_matches_the_exact_formula() -> None:
     # Exponential failures (rate λ), work split in segments of τ each followed by a checkpoint of C,
     # a downtime D after each failure (no node alive, no failure possible) and no recovery cost:
@@ -111,6 +112,7 @@ def test_expected_completion_time_matches_the_exact_formula() -> None:
     assert abs(wall.mean() - expected) <= half, (wall.mean(), expected, half)
 
 
+@pytest.mark.slow
 def test_interruptions_are_poisson_in_exposed_node_hours() -> None:
     sc = _scenario(steps=20 * 3600, step="1 s", hazard="{dist: exponential, rate_per_hour: 0.3}",
                    delay="{dist: exponential, mean: 5 min}", every=600, write="10 s", restore="30 s",
@@ -305,3 +307,15 @@ def test_kept_compute_is_exactly_the_job_whatever_the_checkpoint_losses() -> Non
     assert (df["interruptions"] >= 2).mean() > 0.5
     assert df["t_compute_h"].to_numpy() == pytest.approx(20000 / 3600, rel=1e-9)
     assert df["useful_gpu_h"].to_numpy() == pytest.approx(2 * 20000 / 3600, rel=1e-9)
+
+
+def test_job_mtbf_of_independent_nodes_and_zone_events() -> None:
+    # N nodes with hazard λ each: M = 1/(Nλ); zone-wide reclaims at rate c add to the job's rate
+    from hsisim.resolve.spot import resolve_spot
+
+    spot8 = ROOT / "scenarios" / "spot_8x.yaml"
+    two = resolve_spot(load_scenario(spot8, ["spot.hazard.rate_per_hour=0.02"]), 1.0)
+    assert two is not None and two.mtbf_s == pytest.approx(3600 / (2 * 0.02))
+    zone = resolve_spot(load_scenario(spot8, ["spot.hazard.rate_per_hour=0.02",
+                                              "spot.correlated_rate_per_hour=0.01"]), 1.0)
+    assert zone is not None and zone.mtbf_s == pytest.approx(3600 / (2 * 0.02 + 0.01))

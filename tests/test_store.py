@@ -118,6 +118,7 @@ def test_a_locked_folder_is_refused_with_its_holder(tmp_path: Path) -> None:
     assert code == 0, err
 
 
+@pytest.mark.slow
 def test_a_second_process_is_refused_while_the_first_runs(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "hsisim", "run", str(SPOT8), "--replicas", "3000", "--executor", "inline",

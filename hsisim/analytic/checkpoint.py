@@ -32,6 +32,3 @@ def daly_interval(delta: float, mtbf: float) -> float:
     return math.sqrt(2 * delta * mtbf) * (1 + math.sqrt(x) / 3 + x / 9) - delta
 
 
-def job_mtbf(nodes: int, mean_node_lifetime_s: float) -> float:
-    """M of a synchronous job on N independent nodes: M = 1/(Nλ) = mean lifetime / N (exponential)."""
-    return mean_node_lifetime_s / nodes

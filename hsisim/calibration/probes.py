@@ -23,7 +23,6 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from hsisim.analytic.compute import fit_line
-from hsisim.calibration.data import Preprocess
 from hsisim.calibration.models import build
 
 
@@ -248,12 +247,6 @@ def checkpoint_probe(model: nn.Module, opt: torch.optim.Optimizer, target: Path 
     w, r = statistics.median(writes), statistics.median(reads)
     return {"bytes": size, "write_s": w, "read_s": r, "write_bw_bytes_per_s": size / w, "read_bw_bytes_per_s": size / r,
             "dir": str(target) if target else tempfile.gettempdir()}
-
-
-def preprocess_summary(pre: Preprocess | None) -> dict[str, Any] | None:
-    if pre is None:
-        return None
-    return {"bands": len(pre.mean), "out_bands": pre.out_bands, "pca": pre.components is not None}
 
 
 def forever(loader: DataLoader) -> Any:

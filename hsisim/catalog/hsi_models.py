@@ -96,10 +96,6 @@ class _Tracker:
         self._out((n, dim), inner * dim + dim, n * inner * dim, "out")
         return self
 
-    def extra_params(self, count: int) -> _Tracker:
-        self.params += count
-        return self
-
     def stats(self, name: str) -> ModelStats:
         return ModelStats(name, self.params, 2.0 * self.macs, self.act, self.ops)
 

@@ -71,10 +71,6 @@ class ResultStore:
         return self.out / PARTS
 
     @property
-    def replicas_done(self) -> int:
-        return sum(len(df) for df in self.done.values())
-
-    @property
     def saved_end(self) -> int:
         """One past the highest replica already saved."""
         return max((b for _, b in self.done), default=0)

@@ -25,8 +25,8 @@ from hsisim.errors import HsisimInputError
 
 HOURS_PER_MONTH = 730.0
 EVENT_STATUS = "preempted"
-# Statuses seen in the real lifetime files; every status other than EVENT_STATUS is right-censored.
-KNOWN_CENSORED = ("censored_alive_at_end", "stopped")
+# Every status other than EVENT_STATUS is right-censored (the real files use "censored_alive_at_end"
+# and "stopped").
 CHI2_1_95 = float(stats.chi2.ppf(0.95, 1))
 # A fitted Weibull shape beyond this is a likelihood without a maximum (identical event times, the
 # optimiser stopping near float overflow), not a law; real samples give 0.3–2 (or ~10⁴ for GCP's
