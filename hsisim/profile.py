@@ -86,6 +86,10 @@ class DataSection(_Part):
     modes: dict[str, DataMode] = Field(default_factory=dict)
 
 
+class MemorySection(_Part):
+    fragmentation: Annotated[float, Field(ge=1.0, le=4.0)] | None = None  # reserved / allocated, measured
+
+
 class CheckpointSection(_Part):
     write_bw_bytes_per_s: Positive
     read_bw_bytes_per_s: Positive
@@ -115,6 +119,7 @@ class ProfileData(_Part):
     device: Device = Field(default_factory=Device)
     compute: ThreadFits | LineFit
     data: DataSection | None = None
+    memory: MemorySection | None = None
     checkpoint: CheckpointSection | None = None
     collectives: Collectives | None = None
     model: dict[str, Any] = Field(default_factory=dict)
@@ -180,6 +185,7 @@ class Profile:
         self.allreduce_in_training = (own.bytes, own.mean_s, normalised(own.ratio_quantiles)
                                       if own.ratio_quantiles else ()) if own else None
         self.allreduce_world = coll.world_size if coll else None
+        self.fragmentation = doc.memory.fragmentation if doc.memory else None
 
     def compute_fit(self, threads: int | None) -> tuple[LinearCost, int]:
         """The compute fit for ``threads`` training threads (nearest measured), and the count used."""

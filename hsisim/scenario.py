@@ -418,4 +418,24 @@ def _clean_message(err: Any) -> str:
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of a scenario file, for editor completion."""
-    return Scenario.model_json_schema(by_alias=True, mode="validation")
+    return _standard(Scenario.model_json_schema(by_alias=True, mode="validation"))
+
+
+# pydantic writes the bounds of fields with a custom input type (a duration written "2 min" or
+# 120) under its own keys; JSON Schema's names are these. A string input cannot be bounded in the
+# schema: the bound is then stated for numbers only.
+_BOUNDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}
+
+
+def _standard(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_standard(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    bounds = {_BOUNDS[k]: v for k, v in node.items() if k in _BOUNDS}
+    out = {k: _standard(v) for k, v in node.items() if k not in _BOUNDS}
+    if bounds and "anyOf" in out:
+        out["anyOf"] = [{**alt, **bounds} if alt.get("type") in ("number", "integer") else alt for alt in out["anyOf"]]
+    else:
+        out.update(bounds)
+    return out

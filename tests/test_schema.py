@@ -136,3 +136,40 @@ def test_shrink_halves_the_micro_batch_and_keeps_the_global_batch() -> None:
 def test_activation_checkpointing_response() -> None:
     job = resolve_job(load_scenario(SPOT, [*BIG, "memory.on_oom=activation_checkpointing"]))
     assert job.micro_batch == 8192 and any("activation checkpointing" in n for n in job.notes)
+    # the recompute the memory forced is memory stall, not useful compute; asked for by the scenario it is
+    # compute: the same step either way, only its accounting differs
+    asked = resolve_job(load_scenario(SPOT, [*BIG, "model.activation_checkpointing=true"]))
+    assert asked.compute_s == pytest.approx(job.compute_s) and asked.stall_share == 0
+    # at most the recompute's share of the per-sample work, 0.25 / 1.25 (the fixed part is not recomputed)
+    assert 0 < job.stall_share < 0.25 / 1.25
+
+
+def test_a_profiles_measured_fragmentation_replaces_the_default_on_its_gpu(tmp_path: Path) -> None:
+    prof = tmp_path / "p.json"
+    prof.write_text('{"device": {"catalog_gpu": "a10g"}, "memory": {"fragmentation": 1.6},'
+                    ' "compute": {"a_s": 0.004, "c_s_per_sample": 0.0002}}')
+    big = ["training.micro_batch=1024", "training.global_batch=8192", "model.precision=fp32"]
+    plain = resolve_job(load_scenario(SPOT, [*big, "memory.on_oom=shrink", f"calibration={prof}"]))
+    assert any("fragmentation (reserved / allocated) 1.60" in n for n in plain.notes)
+    asked = resolve_job(load_scenario(SPOT, [*big, "memory.on_oom=shrink", f"calibration={prof}",
+                                             "memory.fragmentation=1.0"]))
+    assert not any("fragmentation" in n for n in asked.notes)  # the scenario's own value wins
+    assert plain.micro_batch <= asked.micro_batch
+
+
+def test_json_schema_is_standard_and_accepts_every_shipped_scenario() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    import yaml
+
+    from hsisim.scenario import json_schema
+
+    schema = json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in SCENARIOS:
+        errors = list(validator.iter_errors(yaml.safe_load(path.read_text())))
+        assert not errors, (path.name, errors[0].message)
+    bad = yaml.safe_load((ROOT / "scenarios" / "spot_8x.yaml").read_text())
+    bad["cluster"]["nodes"] = 0
+    bad["checkpoint"] = {"policy": "fixed", "interval": -5}
+    assert len(list(validator.iter_errors(bad))) >= 2

@@ -319,3 +319,16 @@ def test_job_mtbf_of_independent_nodes_and_zone_events() -> None:
     zone = resolve_spot(load_scenario(spot8, ["spot.hazard.rate_per_hour=0.02",
                                               "spot.correlated_rate_per_hour=0.01"]), 1.0)
     assert zone is not None and zone.mtbf_s == pytest.approx(3600 / (2 * 0.02 + 0.01))
+
+
+def test_survivors_are_billed_idle_while_a_replacement_arrives_and_boots() -> None:
+    # rank 0 on-demand, rank 1 spot reclaimed at 250 s; the survivor waits 30 s for capacity, then
+    # 20 s of the replacement's boot: 50 s of an on-demand node billed as idle, nothing else idle
+    sc = _scenario(steps=5, every=1).with_overrides(
+        ["cluster.nodes=2", "cluster.on_demand_nodes=1", "training.global_batch=128"])
+    prep = prepare(sc, 11)
+    log: list[tuple[float, str]] = []
+    r = run_replica(prep, 11, 0, log=log)
+    od_usd_per_s = prep.job.on_demand_usd_per_node_hour / 3600
+    reclaims = [t for t, e in log if e.startswith("reclaimed")]
+    assert reclaims and r.money["idle"] == pytest.approx(len(reclaims) * (30 + 20) * od_usd_per_s)

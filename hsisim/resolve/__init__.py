@@ -47,7 +47,7 @@ def resolve_job(sc: Scenario, *, nodes: int | None = None, allow_code: bool = Fa
     prof = load_profile(sc.calibration) if sc.calibration is not None else None
     hw = hardware(sc, prof)
     wl = workload(sc, prof, allow_code=allow_code)
-    st = steps(sc, hw, wl)
+    st = steps(sc, hw, wl, prof)
     cp = compute_time(sc, hw, wl, st, prof)
     cm = comm(sc, hw, wl, st, cp, prof)
     dp = data(sc, hw, wl, st, prof)

@@ -46,7 +46,7 @@ class Compute:
     notes: tuple[str, ...] = ()
 
 
-def steps(sc: Scenario, hw: Hardware, wl: Workload) -> Steps:
+def steps(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None = None) -> Steps:
     """The micro-batch that fits the GPU's memory, and how many optimizer steps the job takes."""
     tr = sc.training
     if tr.global_batch % (tr.micro_batch * hw.world):
@@ -54,7 +54,8 @@ def steps(sc: Scenario, hw: Hardware, wl: Workload) -> Steps:
             f"global batch {tr.global_batch} is not a multiple of micro_batch × GPUs = "
             f"{tr.micro_batch} × {hw.world}", key="training.global_batch")
     notes: list[str] = []
-    micro, act_ckpt, retries = _fit_memory(sc, wl.stats, hw.gpu, hw.world, notes)
+    micro, act_ckpt, retries = _fit_memory(sc, wl.stats, hw.gpu, hw.world, _fragmentation(sc, hw, prof, notes),
+                                           notes)
     samples = math.floor(wl.labelled * sc.dataset.train_fraction) * tr.repeats
     per_epoch = samples // tr.global_batch
     if per_epoch < 1:
@@ -65,8 +66,33 @@ def steps(sc: Scenario, hw: Hardware, wl: Workload) -> Steps:
 
 
 def compute_time(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | None) -> Compute:
-    """Compute per micro-step: the roofline, or the profile's measurement."""
-    precision, stats, tr = sc.model.precision, wl.stats, sc.training
+    """Compute per micro-step: the roofline, or the profile's measurement.
+
+    What the memory fit forced (a smaller micro-batch, activation checkpointing the scenario did
+    not ask for) makes the step slower than the configuration asked for: that extra share is the
+    memory stall.
+    """
+    tr = sc.training
+    notes: list[str] = []
+    asked = _cost(sc, hw, wl, prof, sc.model.activation_checkpointing, notes)
+    cost = asked if st.activation_checkpointing == sc.model.activation_checkpointing else \
+        _cost(sc, hw, wl, prof, st.activation_checkpointing, [])
+    if sc.timings is None and (prof is None or prof.source == "spec" or prof.catalog_gpu not in (None, hw.gpu.name)):
+        notes.append(f"compute rests on catalog figures for {hw.gpu.describe(sc.model.precision)}: no measured "
+                     "calibration of this GPU")
+    requested = asked.time(tr.micro_batch) * (tr.global_batch // (tr.micro_batch * hw.world))
+    used = cost.time(st.micro_batch) * st.accumulation
+    forced = st.micro_batch != tr.micro_batch or cost is not asked
+    stall_share = max(0.0, (used - requested) / used) if forced else 0.0
+    return Compute(cost, used / st.accumulation, stall_share, st.oom_retries * asked.time(tr.micro_batch) / 3.0,
+                   tuple(notes))
+
+
+def _cost(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None, act_ckpt: bool,
+          notes: list[str]) -> compute.LinearCost:
+    """One micro-batch of b samples: the roofline, or the profile's fit (plus activation checkpointing's
+    recompute, which a profile measured without it does not hold)."""
+    precision, stats = sc.model.precision, wl.stats
     states = memory.state_bytes_per_param(precision, sc.model.optimizer)
     opt_bytes = 3 * states["optimizer"] + 2 * states["weights"] + states["grads"]  # read p,g,m,v; write p,m,v
     cost = compute.roofline_cost(
@@ -74,20 +100,26 @@ def compute_time(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Prof
         params=stats.params, ops=stats.ops, peak_flops=hw.gpu.peak_flops[precision],
         efficiency=wl.model.efficiency if wl.model else GENERIC_EFFICIENCY,
         mem_bw_bytes_per_s=hw.gpu.mem_bw_bytes_per_s, optimizer_bytes_per_param=opt_bytes,
-        activation_checkpointing=st.activation_checkpointing)
-    notes: list[str] = []
-    cost = _calibrated(sc, prof, cost, hw.gpu, hw.threads, stats.fwd_flops, notes)
-    if sc.timings is None and (prof is None or prof.source == "spec" or prof.catalog_gpu not in (None, hw.gpu.name)):
-        notes.append(f"compute rests on catalog figures for {hw.gpu.describe(precision)}: no measured calibration "
-                     "of this GPU")
-    requested = cost.time(tr.micro_batch) * (tr.global_batch // (tr.micro_batch * hw.world))
-    used = cost.time(st.micro_batch) * st.accumulation
-    stall_share = max(0.0, (used - requested) / used) if st.micro_batch != tr.micro_batch else 0.0
-    return Compute(cost, used / st.accumulation, stall_share, st.oom_retries * cost.time(tr.micro_batch) / 3.0,
-                   tuple(notes))
+        activation_checkpointing=act_ckpt)
+    if prof is None:
+        return cost
+    measured = _calibrated(sc, prof, cost, hw.gpu, hw.threads, stats.fwd_flops, notes)
+    if act_ckpt:
+        measured = compute.LinearCost(measured.a_s, measured.c_s_per_sample * (1 + compute.RECOMPUTE_OVERHEAD),
+                                      measured.cv)
+    return measured
 
 
-def _fit_memory(sc: Scenario, stats: catalog.ModelStats, gpu: catalog.GPU, world: int,
+def _fragmentation(sc: Scenario, hw: Hardware, prof: Profile | None, notes: list[str]) -> float:
+    """reserved / allocated: the scenario's, else the one a profile measured on this GPU, else the default."""
+    if "fragmentation" in sc.memory.model_fields_set or prof is None or prof.fragmentation is None \
+            or prof.catalog_gpu != hw.gpu.name:
+        return sc.memory.fragmentation
+    notes.append(f"memory fragmentation (reserved / allocated) {prof.fragmentation:.2f} from the profile's probe")
+    return prof.fragmentation
+
+
+def _fit_memory(sc: Scenario, stats: catalog.ModelStats, gpu: catalog.GPU, world: int, fragmentation: float,
                 notes: list[str]) -> tuple[int, bool, int]:
     """(micro_batch, activation_checkpointing, OOM retries) after applying ``memory.on_oom``."""
     micro, act_ckpt = sc.training.micro_batch, sc.model.activation_checkpointing
@@ -97,7 +129,7 @@ def _fit_memory(sc: Scenario, stats: catalog.ModelStats, gpu: catalog.GPU, world
             params=stats.params, act_elems=stats.act_elems, layers=stats.ops, micro_batch=b,
             precision=sc.model.precision, optimizer=sc.model.optimizer, zero_stage=sc.model.zero_stage,
             world=world, activation_checkpointing=ac, workspace=sc.memory.workspace,
-            context=sc.memory.context, fragmentation=sc.memory.fragmentation).total
+            context=sc.memory.context, fragmentation=fragmentation).total
 
     gib = 2**30
     if need(micro, act_ckpt) <= gpu.memory_bytes:

@@ -78,9 +78,7 @@ class Restart:
             if fallback and not r.fell_back:
                 missing += self._to_on_demand()
             for rank in sorted(set(missing)):
-                r.cluster.launch(r.env.now, rank, spot=not r.fell_back)
-            for n in r.cluster.alive():
-                n.up = False
+                r.cluster.launch(r.env.now, rank, spot=not r.fell_back)  # launched nodes are not up yet
             return
 
     def _to_on_demand(self) -> list[int]:
