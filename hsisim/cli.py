@@ -85,8 +85,10 @@ def run(
     max_replicas: Annotated[int, typer.Option(help="Most replicas --ci-halfwidth may run.")] = 100_000,
     allow_long: AllowLong = False,
     allow_code: AllowCode = False,
+    compare: Annotated[bool, typer.Option(
+        help="Also simulate the same job on on-demand capacity (same seeds) beside a spot run.")] = True,
 ) -> None:
-    """Simulate SCENARIO (Monte Carlo) and print the time budget, the bill and the percentiles."""
+    """Simulate SCENARIO (Monte Carlo): time, cost, the same job on on-demand, where the hours and dollars go."""
     from hsisim import api
 
     def go() -> Any:
@@ -101,15 +103,20 @@ def run(
 
     try:
         results = guard(go)
+        summary = results.summary()
+        if compare:
+            from hsisim.answer import on_demand_twin
+
+            summary["on_demand_comparison"] = guard(lambda: on_demand_twin(results, executor=executor,
+                                                                           workers=workers))
     except KeyboardInterrupt:
         interrupted(out, f"hsisim run {scenario}")
-    summary = results.summary()
     if as_json:
         typer.echo(dumps(summary))
         return
-    from hsisim.report.table import print_summary
+    from hsisim.report.run_output import print_run
 
-    print_summary(summary, console())
+    print_run(summary, console())
     if out is not None:
         typer.echo(f"results written to {out}/")
 

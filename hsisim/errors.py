@@ -30,12 +30,20 @@ class HsisimInputError(Exception):
     """
 
     def __init__(self, message: str, *, key: str | None = None, line: int | None = None,
-                 source: str | None = None) -> None:
+                 source: str | None = None, problems: list[HsisimInputError] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.key = key
         self.line = line
         self.source = source
+        self.problems = problems or []  # several problems found at once (then ``message`` introduces them)
+
+    @classmethod
+    def several(cls, problems: list[HsisimInputError], source: str | None = None) -> HsisimInputError:
+        """One error for ``problems`` (itself when there is one)."""
+        if len(problems) == 1:
+            return problems[0]
+        return cls(f"{len(problems)} problems" + (f" in {source}" if source else "") + ":", problems=problems)
 
     def _head(self) -> str:
         where = ""
@@ -49,9 +57,12 @@ class HsisimInputError(Exception):
         head = self._head()
         return f"{head}: {message}" if head else message
 
+    def _text(self) -> str:
+        return "\n  ".join([self._render(self.message), *(p._text() for p in self.problems)])
+
     def __str__(self) -> str:
-        return _PARAM.sub(_as_python, self._render(self.message))
+        return _PARAM.sub(_as_python, self._text())
 
     def cli_text(self) -> str:
-        """The message with parameters written as the command line's flags."""
-        return _PARAM.sub(_as_flag, self._render(self.message))
+        """The message with parameters written as the command line's flags (one line per problem)."""
+        return _PARAM.sub(_as_flag, self._text())

@@ -70,12 +70,44 @@ def test_out_writes_results_and_manifest(tmp_path: Path) -> None:
     assert summary["metrics"]["wall_h"]["mean"] == pytest.approx(df["wall_h"].mean())
 
 
-def test_human_output_has_the_budget_and_the_bill() -> None:
-    code, out, _ = _run("run", SPOT, "--replicas", "10", "--workers", "1")
-    assert code == 0
-    for text in ("Where the wall time goes", "exposed comm", "The bill", "effective cost per useful GPU-hour",
-                 "on-demand list price per GPU-hour", "checkpoints / interruptions"):
+def test_human_output_answers_first_then_the_budget_and_the_bill() -> None:
+    res = runner.invoke(app, ["run", SPOT, "--replicas", "10", "--workers", "1"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0
+    out = res.stdout
+    for text in ("The same job on on-demand", "Cost per useful GPU-hour", "list price", "Assumed",
+                 "Where the wall time goes", "exposed comm", "The bill", "checkpoints / interruptions"):
         assert text in out
+    assert out.index("The same job on on-demand") < out.index("Where the wall time goes")
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_run_json_compares_with_the_same_job_on_demand_and_says_what_it_assumed() -> None:
+    code, out, err = _run("run", SPOT, "--replicas", "40", "--json", "--workers", "1")
+    assert code == 0, err
+    data = json.loads(out)
+    comp, a = data["on_demand_comparison"], data["assumptions"]
+    twin = json.loads(_run("run", SPOT, "--replicas", "40", "--json", "--workers", "1", "--no-compare",
+                           "--set", "cluster.market=on_demand")[1])
+    assert comp["on_demand"]["cost_usd"] == pytest.approx(twin["metrics"]["cost_usd"]["mean"])
+    assert comp["on_demand"]["wall_h"] == pytest.approx(twin["metrics"]["wall_h"]["mean"])
+    assert comp["spot"]["cost_usd"] == pytest.approx(data["metrics"]["cost_usd"]["mean"])
+    assert comp["saving_usd"] == pytest.approx(comp["on_demand"]["cost_usd"] - comp["spot"]["cost_usd"])
+    assert a["instance"] == "g5.12xlarge" and a["gpus"] == 8 and a["gpu"] == "NVIDIA A10G"
+    assert a["spot_usd_per_node_h"] == pytest.approx(0.4 * a["on_demand_usd_per_node_h"])
+    assert a["budget_usd"] == 500 and a["deadline_h"] == 48
+    assert "memory.fragmentation" in a["defaults"] and "overhead.boot" not in a["defaults"]
+    assert "on_demand_comparison" not in twin
+
+
+def test_warnings_for_assumptions_a_user_likely_did_not_mean() -> None:
+    code, out, _ = _run("run", SPOT, "--replicas", "4", "--json", "--workers", "1", "--no-compare",
+                        "--set", "cost.spot_price=null", "--set", "overhead={}", "--set", "spot.replacement_delay=null")
+    warnings = json.loads(out)["warnings"]
+    assert code == 0 and len(warnings) == 3
+    assert any("cost.spot_price" in w for w in warnings) and any("overhead.boot" in w for w in warnings)
+    assert any("replacement_delay" in w for w in warnings)
+    assert json.loads(_run("run", SPOT, "--replicas", "4", "--json", "--workers", "1", "--no-compare")[1])[
+        "warnings"] == []
 
 
 BAD = [

@@ -14,7 +14,7 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 LAYERS = {
     "_version": 0, "errors": 0, "units": 0, "fields": 0, "writer": 0, "terminal": 0, "yamlsafe": 0, "stats": 0,
     "distributions": 1, "catalog": 1, "analytic": 1,
-    "scenario": 2, "sim": 2, "profile": 2,
+    "scenario": 2, "sections": 2, "sim": 2, "profile": 2, "answer": 8,
     "pricing": 3, "calibration": 3,  # the probes and the user's factories, which resolve measures
     "resolve": 4,
     "montecarlo": 5,

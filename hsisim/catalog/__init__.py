@@ -7,6 +7,7 @@ once, converts units to SI, and looks names up with an error that lists the know
 
 from __future__ import annotations
 
+import difflib
 import functools
 import itertools
 from dataclasses import dataclass
@@ -186,7 +187,10 @@ def _lookup(kind: str, name: str, key: str) -> dict[str, Any]:
     table = _load(kind)
     if name not in table:
         known = ", ".join(sorted(table))
-        raise HsisimInputError(f"unknown {kind.rstrip('s')} {name!r}; known: {known}", key=key)
+        close = difflib.get_close_matches(str(name), list(table), n=2, cutoff=0.6)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        raise HsisimInputError(f"unknown {kind.rstrip('s')} {name!r}; {hint}known: {known} (hsisim catalog {kind})",
+                               key=key)
     entry = table[name]
     assert isinstance(entry, dict)
     return entry

@@ -11,6 +11,7 @@ import pandas as pd
 
 from hsisim import stats
 from hsisim._version import __version__
+from hsisim.resolve.assumptions import assumptions, scenario_warnings
 from hsisim.scenario import Scenario
 from hsisim.sim.spec import Job, RunSpec
 from hsisim.sim.stepmodel import StepModel
@@ -68,6 +69,8 @@ class Results:
         if self.stopping is not None:
             out["stopping"] = self.stopping
         out["notes"] = list(self.notes)
+        out["assumptions"] = assumptions(self.scenario, self.spec)
+        out["warnings"] = scenario_warnings(self.scenario)
         return out
 
     def manifest(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The rich summary table of ``hsisim run``."""
+"""The rich tables of ``hsisim plan``, ``optimize``, ``calibrate`` and ``validate`` (``run``: run_output)."""
 
 from __future__ import annotations
 
@@ -7,77 +7,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-TERM_LABELS = {
-    "t_compute_h": "compute", "t_data_h": "data wait", "t_comm_h": "exposed comm", "t_stall_h": "memory stall",
-    "t_recover_h": "recover (ckpt, lost work)", "t_overhead_h": "overhead (queue, boot, init)",
-}
-COST_LABELS = {
-    "cost_compute_usd": "compute", "cost_data_usd": "data wait", "cost_comm_usd": "exposed comm",
-    "cost_stall_usd": "memory stall", "cost_recover_usd": "recover", "cost_overhead_usd": "overhead",
-    "cost_idle_usd": "idle", "cost_storage_usd": "checkpoint storage", "cost_egress_usd": "egress",
-}
-
 
 def _hours(h: float) -> str:
     return f"{h:,.2f} h" if h >= 1 else f"{h * 60:,.1f} min"
-
-
-def print_summary(summary: dict[str, Any], console: Console) -> None:
-    """Print the six-term budget, the bill and the headline numbers of a run's summary."""
-    m = summary["metrics"]
-    wall = m["wall_h"]["mean"]
-    console.print(f"[bold]{summary['scenario']}[/bold]: {summary['replicas']} replicas, seed {summary['seed']}")
-    for note in summary.get("notes", []):
-        console.print(f"[yellow]note:[/yellow] {note}")
-
-    t = Table(title="Where the wall time goes (mean per replica)")
-    t.add_column("term")
-    t.add_column("mean", justify="right")
-    t.add_column("share of T", justify="right")
-    t.add_column("P90", justify="right")
-    for key, label in TERM_LABELS.items():
-        t.add_row(label, _hours(m[key]["mean"]), f"{m[key]['mean'] / wall:.1%}" if wall else "-", _hours(m[key]["p90"]))
-    t.add_row("[bold]wall time T[/bold]", f"[bold]{_hours(wall)}[/bold]", "100.0%", _hours(m["wall_h"]["p90"]))
-    console.print(t)
-
-    c = Table(title="The bill (mean per replica, USD)")
-    c.add_column("category")
-    c.add_column("USD", justify="right")
-    c.add_column("share", justify="right")
-    total = m["cost_usd"]["mean"]
-    for key, label in COST_LABELS.items():
-        if m[key]["mean"] or key in ("cost_compute_usd", "cost_overhead_usd"):
-            c.add_row(label, f"{m[key]['mean']:,.2f}", f"{m[key]['mean'] / total:.1%}" if total else "-")
-    c.add_row("[bold]total[/bold]", f"[bold]{total:,.2f}[/bold]", "100.0%")
-    console.print(c)
-
-    h = Table(title="Headline", show_header=False)
-    h.add_column("metric")
-    h.add_column("value", justify="right")
-    eta = m["eta"]
-    h.add_row("η = t_compute / T", f"{eta['mean']:.3f} (P5 {eta['p5']:.3f}, P95 {eta['p95']:.3f})")
-    h.add_row("wall time P50 / P90 / P99",
-              f"{_hours(m['wall_h']['p50'])} / {_hours(m['wall_h']['p90'])} / {_hours(m['wall_h']['p99'])}")
-    h.add_row("cost P50 / P90 / P99 (USD)",
-              f"{m['cost_usd']['p50']:,.2f} / {m['cost_usd']['p90']:,.2f} / {m['cost_usd']['p99']:,.2f}")
-    lo, hi = m["cost_usd"]["ci95"]
-    h.add_row("mean cost, 95 % CI (USD)", f"{total:,.2f} [{lo:,.2f}, {hi:,.2f}]")
-    h.add_row("useful / billed GPU-hours", f"{m['useful_gpu_h']['mean']:,.1f} / {m['billed_gpu_h']['mean']:,.1f}")
-    h.add_row("effective cost per useful GPU-hour", f"{m['cost_per_useful_gpu_h']['mean']:,.3f} USD")
-    h.add_row("on-demand list price per GPU-hour", f"{summary['on_demand_usd_per_gpu_h']:,.3f} USD")
-    h.add_row("checkpoints / interruptions (mean)",
-              f"{m['checkpoints']['mean']:,.1f} / {m['interruptions']['mean']:,.2f}")
-    if summary.get("p_finished", 1.0) < 1.0:
-        h.add_row("[red]replicas that never finished[/red]", f"{1 - summary['p_finished']:.1%} (simulation.max_wall)")
-    if "p_deadline" in summary:
-        h.add_row("P(wall time ≤ deadline)", f"{summary['p_deadline']:.1%}")
-    if "p_budget" in summary:
-        h.add_row("P(cost ≤ budget)", f"{summary['p_budget']:.1%}")
-    if "stopping" in summary:
-        st = summary["stopping"]
-        h.add_row("stopped at", f"{st['replicas']} replicas, mean cost ± {st['ci_halfwidth']:.2%} (target "
-                  f"{st['ci_halfwidth_target']:.2%}{', maximum reached' if st['reached_max'] else ''})")
-    console.print(h)
 
 
 def _p(row: dict[str, Any], key: str) -> str:

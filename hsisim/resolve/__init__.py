@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hsisim.errors import HsisimInputError
 from hsisim.profile import load_profile
 from hsisim.resolve.checkpoints import checkpoints, plan
 from hsisim.resolve.comm import comm
@@ -32,11 +33,15 @@ def resolve(sc: Scenario, *, allow_code: bool = False) -> RunSpec:
     """
     job = resolve_job(sc, allow_code=allow_code)
     oh, cost = sc.overhead, sc.cost
+    try:
+        spot = resolve_spot(sc, job.on_demand_usd_per_node_hour)
+    except HsisimInputError as exc:
+        raise sc.locate(exc) from None
     return RunSpec(
         name=sc.name, job=job, checkpoint=plan(sc),
         overhead=Overheads(oh.queue, oh.boot, oh.image_pull, oh.init, oh.rendezvous),
         billing=Billing(cost.min_billed, cost.storage_usd_per_gb_month, cost.egress, cost.egress_usd_per_gb),
-        spot=resolve_spot(sc, job.on_demand_usd_per_node_hour),
+        spot=spot,
         fidelity=sc.simulation.fidelity, max_wall_s=sc.simulation.max_wall)
 
 
@@ -44,6 +49,13 @@ def resolve_job(sc: Scenario, *, nodes: int | None = None, allow_code: bool = Fa
     """The step-level ``Job`` of ``sc`` (on ``nodes`` nodes instead of the scenario's, for elastic runs)."""
     if nodes is not None:
         sc = sc.model_copy(update={"cluster": sc.cluster.model_copy(update={"nodes": nodes})})
+    try:
+        return _job(sc, allow_code)
+    except HsisimInputError as exc:  # point at the key's line in the scenario file
+        raise sc.locate(exc) from None
+
+
+def _job(sc: Scenario, allow_code: bool) -> Job:
     prof = load_profile(sc.calibration) if sc.calibration is not None else None
     hw = hardware(sc, prof)
     wl = workload(sc, prof, allow_code=allow_code)

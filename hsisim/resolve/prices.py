@@ -23,11 +23,7 @@ def prices(sc: Scenario, hw: Hardware) -> Prices:
     on_demand = _price(sc.cost.on_demand_price, listed, listed)
     if sc.cluster.market != "spot":
         return Prices(on_demand, on_demand)
-    notes: tuple[str, ...] = ()
-    if sc.cost.spot_price is None:
-        notes = (f"cost.spot_price is not set: spot nodes are billed at the on-demand price ({on_demand:.3f} "
-                 "USD/h per node); give a fraction of on-demand (0.4), a price ('1.2 USD/h') or 'trace'",)
-    return Prices(_price(sc.cost.spot_price, on_demand, on_demand), on_demand, notes)
+    return Prices(_price(sc.cost.spot_price, on_demand, on_demand), on_demand)
 
 
 def _price(spec: Price | None, on_demand: float, default: float) -> float:

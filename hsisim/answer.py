@@ -1,0 +1,45 @@
+"""What a spot run's numbers mean beside the same job on on-demand capacity.
+
+``hsisim run`` prints a spot job's time and cost beside the same job on on-demand nodes,
+simulated with the same replica seeds (common random numbers: the same queue waits and step
+noise), so the difference is the market's, not luck's. (The assumptions and warnings are part of
+every run's summary: ``hsisim.resolve.assumptions``.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hsisim.montecarlo.results import Results
+
+
+def on_demand_twin(res: Results, *, executor: str = "local", workers: int | None = None) -> dict[str, Any] | None:
+    """The same job on on-demand capacity, with the same replica seeds; None when it already is on-demand.
+
+    Returns its mean wall time, cost and cost per useful GPU-hour beside the spot run's, and the
+    differences (spot minus on-demand).
+    """
+    from hsisim import api
+
+    sc = res.scenario
+    if sc.cluster.market != "spot":
+        return None
+    twin = api.simulate(sc.with_overrides(["cluster.market=on_demand", "cluster.on_demand_nodes=0"]),
+                        replicas=len(res.df), seed=res.seed, executor=executor, workers=workers, allow_long=True)
+    mine, theirs = _means(res), _means(twin)
+    out = {"on_demand": theirs, "spot": mine,
+           "saving_usd": theirs["cost_usd"] - mine["cost_usd"],
+           "saving_pct": 100 * (1 - mine["cost_usd"] / theirs["cost_usd"]) if theirs["cost_usd"] else None,
+           "extra_wall_h": mine["wall_h"] - theirs["wall_h"]}
+    if sc.simulation.deadline is not None:
+        out["on_demand"]["p_deadline"] = float((twin.df["wall_h"] * 3600 <= sc.simulation.deadline).mean())
+    return out
+
+
+def _means(res: Results) -> dict[str, Any]:
+    df = res.df
+    keys = ("wall_h", "cost_usd", "cost_per_useful_gpu_h", "eta", "useful_gpu_h")
+    out: dict[str, Any] = {k: float(df[k].replace(float("inf"), float("nan")).mean()) for k in keys}
+    out["wall_p90_h"] = float(df["wall_h"].quantile(0.9))
+    out["cost_p90_usd"] = float(df["cost_usd"].quantile(0.9))
+    return out
