@@ -62,6 +62,29 @@ def _fraction(text: str | None, flag: str) -> float | None:
     return value
 
 
+def _with_unit(text: str | None, flag: str, example: str, parse: Any) -> float | None:
+    """A quantity typed on the command line: a bare number is refused (22 could be seconds or hours)."""
+    if text is None:
+        return None
+    try:
+        float(text)
+    except ValueError:
+        pass
+    else:
+        raise HsisimInputError(f"{flag} {text} has no unit: write it with one, e.g. {flag} '{example}'")
+    try:
+        return float(parse(text))
+    except (ValueError, TypeError) as exc:
+        raise HsisimInputError(f"{flag}: {exc}") from None
+
+
+def _usd(text: str) -> float:
+    t = text.strip().replace("$", "").upper().removesuffix("USD").strip().replace(",", "")
+    if text.strip().startswith("$") or text.strip().upper().endswith("USD"):
+        return float(t)
+    raise ValueError(f"cannot read {text!r} as an amount of USD (e.g. '500 USD')")
+
+
 def _seed(seed: int | None) -> None:
     if seed is not None and seed < 0:
         raise HsisimInputError(f"--seed must not be negative, got {seed}")
@@ -124,7 +147,8 @@ def run(
 @app.command()
 def plan(
     scenario: Scenario,
-    budget: Annotated[float | None, typer.Option(help="Budget in USD (default: simulation.budget_usd).")] = None,
+    budget: Annotated[str | None, typer.Option(help="Budget, e.g. '500 USD' (default: simulation.budget_usd).")
+                      ] = None,
     deadline: Annotated[str | None, typer.Option(help="Deadline, e.g. 36h or 3 days (default: simulation.deadline).")
                         ] = None,
     sweep: Annotated[list[str] | None, typer.Option(
@@ -150,12 +174,10 @@ def plan(
 
     def go() -> Any:
         _seed(seed)
-        try:
-            d = duration(deadline) if deadline is not None else None
-        except (ValueError, TypeError) as exc:
-            raise HsisimInputError(f"--deadline: {exc}") from None
+        d = _with_unit(deadline, "--deadline", "36 h", duration)
+        b = _with_unit(budget, "--budget", "500 USD", _usd)
         result = with_progress(lambda tick: api.plan(
-            scenario, overrides=set_ or [], sweeps=sweep or [], budget=budget, deadline_s=d, confidence=confidence,
+            scenario, overrides=set_ or [], sweeps=sweep or [], budget=b, deadline_s=d, confidence=confidence,
             replicas=replicas, seed=seed, workers=workers, executor=executor, scheduler=scheduler, out=out,
             resume=resume, overwrite=overwrite, allow_long=allow_long, allow_code=allow_code, progress=tick),
             quiet=as_json)

@@ -83,7 +83,7 @@ def test_no_feasible_combination_says_so() -> None:
 
 def test_plan_cli_json_and_out_resume(tmp_path: Path) -> None:
     out = tmp_path / "plan"
-    args = ["plan", str(SPOT8), "--budget", "100", "--deadline", "22 h", "--sweep", "cost.spot_price=0.3,0.4",
+    args = ["plan", str(SPOT8), "--budget", "100 USD", "--deadline", "22 h", "--sweep", "cost.spot_price=0.3,0.4",
             "--replicas", "64", "--executor", "inline", "--json", "--out", str(out)]
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
@@ -97,7 +97,7 @@ def test_plan_cli_json_and_out_resume(tmp_path: Path) -> None:
 
 
 def test_plan_prints_a_table() -> None:
-    res = runner.invoke(app, ["plan", str(SPOT8), "--budget", "100", "--sweep", "cost.spot_price=0.3,0.4",
+    res = runner.invoke(app, ["plan", str(SPOT8), "--budget", "$100", "--sweep", "cost.spot_price=0.3,0.4",
                               "--replicas", "64", "--executor", "inline"])
     assert res.exit_code == 0, res.output
     assert "recommended" in res.output and "spot_price" in res.output
@@ -113,7 +113,9 @@ def test_plan_prints_a_table() -> None:
     (["--sweep", "cluster.nodes=1,-2"], "cluster.nodes"),
     (["--deadline", "soon"], "--deadline"),
     (["--deadline", "5 GB"], "--deadline"),
-    (["--budget", "-3"], "--budget must be a positive"),
+    (["--budget", "-3 USD"], "--budget must be a positive"),
+    (["--budget", "300"], "--budget 300 has no unit"),
+    (["--deadline", "22"], "--deadline 22 has no unit"),
     (["--confidence", "1.5"], "--confidence"),
     (["--replicas", "1"], "--replicas must be at least 2"),
 ])

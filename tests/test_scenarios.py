@@ -67,3 +67,48 @@ def test_no_interruption_cost_is_the_on_demand_arithmetic_at_the_spot_price() ->
     billed_h = df["billed_gpu_h"] / job.gpus_per_node
     node_money = df["cost_usd"] - df["cost_storage_usd"] - df["cost_egress_usd"]
     assert node_money.to_numpy() == pytest.approx((billed_h * job.price_usd_per_node_hour).to_numpy(), rel=1e-9)
+
+
+# --- the header comments: every figure a scenario's header states is checked against what it resolves to ---
+
+
+def _header(name: str) -> str:
+    path = next(p for p in SCENARIOS if p.stem == name)
+    return " ".join(line.lstrip("# ") for line in path.read_text().splitlines() if line.startswith("#"))
+
+
+def _claims(text: str) -> dict[str, float]:
+    """Numbers a header states, by kind."""
+    import re
+
+    out: dict[str, float] = {}
+    for kind, pattern in (("steps", r"about ([\d.]+e\d+) optimizer steps"), ("wall_h", r"~(\d+)[- ]h"),
+                          ("gpus", r"(\d+) (?:spot )?(?:V100s|A10G GPUs|A100s|H100s)"),
+                          ("grad_mb", r"(\d+) MB of fp32 gradients"), ("eta", r"η = (\d+/\d+)")):
+        m = re.search(pattern, text)
+        if m:
+            a, _, b = m.group(1).partition("/")
+            out[kind] = float(a) / float(b) if b else float(a)
+    return out
+
+
+@pytest.mark.parametrize("name", [p.stem for p in SCENARIOS])
+def test_header_comments_state_what_the_scenario_resolves_to(name: str) -> None:
+    from hsisim.analytic.memory import state_bytes_per_param
+    from hsisim.resolve import resolve_job
+    from hsisim.resolve.workload import workload
+
+    claims = _claims(_header(name))
+    if not claims:
+        pytest.skip("no figure in the header")
+    sc = next(load_scenario(p) for p in SCENARIOS if p.stem == name)
+    job = resolve_job(sc)
+    checks = {"steps": (job.total_steps, 0.05), "gpus": (job.world, 0),
+              "wall_h": (float(_results(name).df["wall_h"].mean()), 0.1),
+              "eta": (float(_results(name).df["eta"].mean()), 0.01)}
+    if "grad_mb" in claims:
+        params = workload(sc, None, allow_code=False).stats.params
+        checks["grad_mb"] = (params * state_bytes_per_param("fp32", sc.model.optimizer)["grads"] / 1e6, 0.1)
+    for kind, stated in claims.items():
+        truth, tolerance = checks[kind]
+        assert abs(truth - stated) <= tolerance * abs(truth) + 1e-9, (name, kind, stated, truth)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -29,21 +30,7 @@ def print_plan(res: dict[str, Any], console: Console) -> None:
                   + f", confidence {res['confidence']:.0%}")
     rows = res.get("combinations")
     if rows:
-        keys = list(rows[0]["settings"])
-        t = Table(title="Every combination, common random numbers (★ Pareto on P90 cost and P90 time)")
-        for k in keys:
-            t.add_column(k.rsplit(".", 1)[-1])
-        for col in ("T P50", "T P90", "$ P50", "$ P90", "$/GPU-h", "P($≤B)", "P(T≤D)", ""):
-            t.add_column(col, justify="right")
-        rec = (res.get("recommended") or {}).get("index")
-        for i, r in enumerate(rows):
-            mark = ("★" if r["pareto"] else "") + ("←" if i == rec else "")
-            style = "bold green" if i == rec else ("dim" if not r["meets"] else None)
-            t.add_row(*[r["settings"][k] for k in keys], _hours(r["wall_h"]["p50"]), _hours(r["wall_h"]["p90"]),
-                      f"{r['cost_usd']['p50']:,.0f}", f"{r['cost_usd']['p90']:,.0f}",
-                      f"{r['cost_per_useful_gpu_h']['mean']:,.2f}",
-                      f"{r['p_budget']:.0%}" if "p_budget" in r else "-",
-                      f"{r['p_deadline']:.0%}" if "p_deadline" in r else "-", mark, style=style)
+        t, rec = _plan_table(rows, res, wide=console.width >= 110)
         console.print(t)
         if rec is not None:
             pick = ", ".join(f"{k}={v}" for k, v in rows[rec]["settings"].items())
@@ -65,6 +52,31 @@ def print_plan(res: dict[str, Any], console: Console) -> None:
     verdict = "[green]meets[/green]" if res["meets"] else "[red]does not meet[/red]"
     h.add_row(f"at {res['confidence']:.0%} confidence", verdict)
     console.print(h)
+
+
+def _plan_table(rows: list[dict[str, Any]], res: dict[str, Any], wide: bool) -> tuple[Table, int | None]:
+    """Every combination: its settings, P90 time and cost (P50 too when wide), $/GPU-h, the probabilities."""
+    keys = list(rows[0]["settings"])
+    t = Table(title="Every combination (same seeds; ★ Pareto on P90 cost and time, ← recommended)",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    for k in keys:
+        t.add_column(k.rsplit(".", 1)[-1])
+    cols = [("T P50 h", lambda r: f"{r['wall_h']['p50']:.1f}")] if wide else []
+    cols += [("T P90 h", lambda r: f"{r['wall_h']['p90']:.1f}")]
+    cols += [("$ P50", lambda r: f"{r['cost_usd']['p50']:,.0f}")] if wide else []
+    cols += [("$ P90", lambda r: f"{r['cost_usd']['p90']:,.0f}"),
+             ("$/GPU-h", lambda r: f"{r['cost_per_useful_gpu_h']['mean']:,.2f}"),
+             ("P($≤B)", lambda r: f"{r['p_budget']:.0%}" if "p_budget" in r else "-"),
+             ("P(T≤D)", lambda r: f"{r['p_deadline']:.0%}" if "p_deadline" in r else "-")]
+    for name, _ in cols:
+        t.add_column(name, justify="right")
+    t.add_column("", justify="left")
+    rec = (res.get("recommended") or {}).get("index")
+    for i, r in enumerate(rows):
+        mark = ("★" if r["pareto"] else "") + ("←" if i == rec else "")
+        style = "bold green" if i == rec else ("dim" if not r["meets"] else None)
+        t.add_row(*[r["settings"][k] for k in keys], *[cell(r) for _, cell in cols], mark, style=style)
+    return t, rec
 
 
 def print_optimize(res: dict[str, Any], console: Console) -> None:
