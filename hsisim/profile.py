@@ -60,17 +60,26 @@ class LineFit(_Part):
         return LinearCost(self.a_s, self.c_s_per_sample, self.cv)
 
 
+class Contention(_Part):
+    """A CPU training step's slowdown beside k busy single-core competitors (index k; [0] = 1)."""
+
+    threads: Annotated[int, Field(ge=1)]
+    slowdown: list[Annotated[float, Field(ge=1.0, le=100.0)]] = Field(min_length=2)
+
+
 class ThreadFits(_Part):
-    """Compute on a CPU: one fit per training-thread count."""
+    """Compute on a CPU: one fit per training-thread count, and how a step shares the cores."""
 
     by_threads: dict[int, LineFit] = Field(min_length=1)
+    contention: Contention | None = None
 
 
 class Device(_Part):
     kind: Literal["cpu", "cuda"] = "cuda"
     name: str | None = None
     catalog_gpu: str | None = None
-    cores: Annotated[int, Field(ge=1)] | None = None
+    cores: Annotated[int, Field(ge=1)] | None = None  # logical CPUs (os.cpu_count)
+    torch_threads: Annotated[int, Field(ge=1)] | None = None  # PyTorch's default intra-op threads there
 
 
 class DataMode(_Part):
@@ -166,9 +175,11 @@ class Profile:
         self.path, self.doc = path, doc
         self.source, self.model = doc.source, doc.model
         self.device_kind, self.catalog_gpu, self.cores = doc.device.kind, doc.device.catalog_gpu, doc.device.cores
+        self.torch_threads = doc.device.torch_threads
         comp = doc.compute
         self.compute = {t: f.cost for t, f in comp.by_threads.items()} if isinstance(comp, ThreadFits) \
             else {0: comp.cost}
+        self.contention = comp.contention if isinstance(comp, ThreadFits) else None
         self.data = {mode: {"build": d.batch_build.cost, "handover": d.handover.cost if d.handover else None,
                             "patch": d.patch, "out_bands": d.out_bands, "dataset_factory": d.dataset_factory,
                             "per_sample_cv": d.per_sample_cv}

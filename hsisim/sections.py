@@ -71,6 +71,9 @@ class TrainingSpec(_Section):
     global_batch: Count = Field(ge=1)
     micro_batch: Count = Field(ge=1)
     repeats: Count = Field(default=1, ge=1, description="times each training sample is visited per epoch")
+    threads: Count | None = Field(default=None, ge=1, le=1024, description=(
+        "intra-op threads of each training process (torch.set_num_threads / OMP_NUM_THREADS); default: "
+        "PyTorch's, one per physical core"))
 
     @model_validator(mode="after")
     def _length(self) -> TrainingSpec:

@@ -176,3 +176,37 @@ def test_measured_all_reduce_shape_is_drawn_by_its_inverse_distribution() -> Non
     fast = float(np.mean(tr.comm < 0.1))
     assert abs(fast - 19.5 / 40) <= 4 * math.sqrt(0.25 / n)
     assert tr.comm.min() == pytest.approx(0.1 * q[0]) and tr.comm.max() == pytest.approx(0.1 * q[-1])
+
+
+# --- a node's cores shared by computation, workers and hand-overs (processor sharing) ---
+
+
+def test_ample_cores_change_nothing() -> None:
+    job = make_job(num_workers=2, batch_build_s=1.0, compute_s=0.4, compute_cv=0.3, batch_build_cv=0.2)
+    free = MicroSim(job, np.random.default_rng(5)).run(200)
+    roomy = MicroSim(make_job(num_workers=2, batch_build_s=1.0, compute_s=0.4, compute_cv=0.3, batch_build_cv=0.2,
+                              cpu_cores=64.0, compute_cpu_demand=2.0), np.random.default_rng(5)).run(200)
+    assert roomy.duration.tolist() == pytest.approx(free.duration.tolist(), rel=1e-9)
+    assert roomy.data.tolist() == pytest.approx(free.data.tolist(), rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize(("build", "compute"), [(0.3, 0.5), (0.8, 0.2), (0.5, 0.5)])
+def test_one_core_one_worker_serialises_build_and_step(build: float, compute: float) -> None:
+    # one core: the worker's batch and the training step cannot overlap in CPU time, whatever the
+    # prefetch queue does, so in the steady state every step costs both
+    job = make_job(num_workers=1, prefetch_factor=2, batch_build_s=build, compute_s=compute, comm_exposed_s=0.0,
+                   comm_total_s=0.0, cpu_cores=1.0, compute_cpu_demand=1.0)
+    trace = MicroSim(job, np.random.default_rng(0), start_workers=False).run(400)
+    assert trace.duration[50:].mean() == pytest.approx(build + compute, rel=1e-6)
+
+
+def test_oversubscribed_cores_slow_everything_in_proportion() -> None:
+    # 2 cores; the training process's 2 threads and one busy worker demand 3: while both run, each
+    # progresses at 2/3 of full speed. Compute 0.6 s, build 0.9 s, the worker always building (the
+    # queue drains): the compute takes 0.6 / (2/3) = 0.9 s, in which the build advances 0.6 s; the
+    # build's last 0.3 s runs alone at full speed while the training process waits: 1.2 s a step
+    job = make_job(num_workers=1, prefetch_factor=2, batch_build_s=0.9, compute_s=0.6, comm_exposed_s=0.0,
+                   comm_total_s=0.0, cpu_cores=2.0, compute_cpu_demand=2.0)
+    trace = MicroSim(job, np.random.default_rng(0), start_workers=False).run(300)
+    assert trace.duration[50:].mean() == pytest.approx(0.6 / (2 / 3) + (0.9 - 0.6), rel=1e-6)
+    assert trace.data[50:].mean() == pytest.approx(0.3, rel=1e-6)

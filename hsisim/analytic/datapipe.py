@@ -65,19 +65,3 @@ def h2d_seconds(batch_bytes: float, pcie_bw: float, pinned: bool, copy_bw: float
     if pinned:
         return batch_bytes / pcie_bw
     return batch_bytes / copy_bw + batch_bytes / pcie_bw
-
-
-def training_threads(cores: int, ranks: int, workers_per_rank: int) -> int:
-    """Threads a training process gets on a CPU device: the cores its loader workers leave free (at least 1)."""
-    return max(1, cores // ranks - workers_per_rank)
-
-
-def core_slowdown(workers_per_rank: int, ranks_per_node: int, vcpus: int, threads_per_rank: int = 1) -> float:
-    """Factor by which workers slow down when a node has more busy processes than cores.
-
-    Each rank's training process keeps ``threads_per_rank`` cores; the remaining cores are shared by
-    all workers.
-    """
-    busy = workers_per_rank * ranks_per_node
-    free = max(1, vcpus - ranks_per_node * threads_per_rank)
-    return max(1.0, busy / free)

@@ -141,6 +141,50 @@ def compute_probe(net: Net, device: torch.device, batches: list[int], reps: int 
             "precision": "amp_fp16" if dtype == torch.float16 else "fp32", "points": points}
 
 
+def _spin(stop: Any) -> None:
+    """A busy competitor: one core of pure-Python and NumPy work, like a loader worker building a batch."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    a = np.random.default_rng(0).random((128, 128))
+    while not stop.is_set():
+        for _ in range(20):
+            a = np.tanh(a)
+
+
+def contention_probe(net: Net, batch: int, rounds: int = 3, reps: int = 9, optimizer: str = "adam") -> dict[str, Any]:
+    """A CPU training step's slowdown beside k busy single-core competitors (k = 1 … cores), at the
+    process's thread count: how much of its share a multi-threaded step loses to the scheduler.
+
+    Rounds alternate alone and beside competitors, so a shared machine's drift weighs on both;
+    ``slowdown[k]`` is the median of the rounds' ratios (``slowdown[0]`` = 1).
+    """
+    import multiprocessing as mp
+
+    dev = torch.device("cpu")
+    model, opt, scaler, dtype = make_training(net, dev, optimizer, amp=False)
+    x, y = net.batch(batch, dev)
+    step = functools.partial(training_step, model, opt, x, y, scaler, dtype)
+    timer = Timer(dev)
+    cores = os.cpu_count() or 1
+    ctx = mp.get_context("spawn")
+    ratios: dict[int, list[float]] = {k: [] for k in range(1, cores + 1)}
+    for _ in range(rounds):
+        for k in ratios:
+            alone = statistics.median(timer(step, reps, 2))
+            stop = ctx.Event()
+            procs = [ctx.Process(target=_spin, args=(stop,), daemon=True) for _ in range(k)]
+            for proc in procs:
+                proc.start()
+            time.sleep(0.2)  # let them start spinning
+            beside = statistics.median(timer(step, reps, 1))
+            stop.set()
+            for proc in procs:
+                proc.join()
+            ratios[k].append(beside / alone)
+    return {"threads": torch.get_num_threads(), "batch": batch,
+            "slowdown": [1.0, *(max(1.0, statistics.median(ratios[k])) for k in ratios)],
+            "method": "training step beside k processes spinning on one core each, alternated with the step alone"}
+
+
 def memory_probe(net: Net, device: torch.device, batches: list[int], limit: int = 1 << 16) -> dict[str, Any]:
     """CUDA only: peak allocated/reserved per batch, activation bytes per sample, the largest batch that fits."""
     model, opt, scaler, dtype = make_training(net, device)

@@ -181,7 +181,7 @@ def calibrate(*, device: str, model: str, dataset: str, quick: bool = False, pat
     cores = os.cpu_count() or 1
     profile: dict[str, Any] = {"format": FORMAT, "source": "measured", "fingerprint": fingerprint(dev),
                                "device": {"kind": dev.type, "name": None, "catalog_gpu": catalog_gpu_for(dev),
-                                          "cores": cores}}
+                                          "cores": cores, "torch_threads": torch.get_num_threads()}}
     profile["device"]["name"] = profile["fingerprint"]["device"]
     if model_factory is not None and dataset_factory is not None:
         net, user_ds, fwd = _user_model(profile, model_factory, dataset_factory, factory_kwargs)
@@ -253,7 +253,9 @@ def _compute(profile: dict[str, Any], net: probes.Net, dev: torch.device, batche
         counts = sorted({1, cores}) if quick else list(range(1, cores + 1))
         by = {str(t): probes.compute_probe(net, dev, batches, threads=t,
                                            reps=5 if quick else 7, warmup=2 if quick else 3) for t in counts}
-        profile["compute"] = {"by_threads": by}
+        say("contention probe: a training step beside busy cores")
+        profile["compute"] = {"by_threads": by,
+                              "contention": probes.contention_probe(net, batches[-1], rounds=2 if quick else 3)}
     else:
         profile["compute"] = probes.compute_probe(net, dev, batches)
         say("memory probe")

@@ -32,7 +32,6 @@ from torch.utils.data import DataLoader, Dataset
 
 from hsisim import catalog
 from hsisim.analytic import collectives
-from hsisim.analytic.datapipe import training_threads
 from hsisim.calibration import collectives as probe_comm
 from hsisim.calibration import paired, probes
 from hsisim.calibration.models import forward_flops, param_count
@@ -153,6 +152,7 @@ class Run:
     def segment(self, steps: int, warmup: int) -> None:
         """``warmup`` steps (the loader refills its queue) then ``steps`` timed optimizer steps."""
         torch.set_num_threads(self.threads)
+        self.threads_seen = torch.get_num_threads()
         for i in range(warmup + steps):
             t0 = time.perf_counter()
             try:
@@ -177,7 +177,7 @@ class Run:
 
     def result(self) -> dict[str, Any]:
         wa, to = np.array(self.waits), np.array(self.totals)
-        return {**_summary(to, wa), "steps": len(to)}
+        return {**_summary(to, wa), "steps": len(to), "training_threads": self.threads_seen}
 
     def split(self) -> dict[str, float]:
         """The computation around the gradients' all-reduce (CPU processes, timed by the hook)."""
@@ -307,9 +307,12 @@ def _profile(sc: Scenario, dev: torch.device, threads: int, fits: Any, t: Traina
     prof: dict[str, Any] = {
         "format": FORMAT, "source": "measured", "method": "paired probe: batch builds alternating with training "
         "steps on a fixed batch, each timed alone (per-sample costs under load), in every training process at once",
-        "device": {"kind": dev.type, "catalog_gpu": catalog_gpu_for(dev), "cores": os.cpu_count()},
+        "device": {"kind": dev.type, "catalog_gpu": catalog_gpu_for(dev), "cores": os.cpu_count(),
+                   "torch_threads": threads if dev.type == "cpu" else None},
         "model": t.model,
-        "compute": {"by_threads": {str(threads): comp}} if dev.type == "cpu" else comp,
+        "compute": {"by_threads": {str(threads): comp},
+                    "contention": probes.contention_probe(t.net, sc.training.micro_batch, rounds=2)}
+        if dev.type == "cpu" else comp,
         "data": {"modes": {t.mode: data}},
     }
     if handover is not None:
@@ -392,8 +395,8 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
     sc = load_scenario(scenario, sets)
     check_code_allowed(sc, allow_code)
     say = log or (lambda m: None)
-    cores = os.cpu_count() or 1
-    threads = training_threads(cores, world_size, sc.loader.num_workers) if dev.type == "cpu" else 1
+    # the threads the user's code trains with: the scenario's, else PyTorch's default in this process
+    threads = (sc.training.threads or torch.get_num_threads()) if dev.type == "cpu" else 1
     wu = warmup if warmup is not None else max(5, sc.loader.num_workers * sc.loader.prefetch_factor + 2)
     with tempfile.TemporaryDirectory(prefix="hsisim-validate-") as d, trainable(sc) as t:
         say(f"training {wu} + {steps} steps for real" + ("" if profile is not None else
@@ -460,6 +463,8 @@ def _report(sc: Scenario, dev: torch.device, world: int, threads: int, steps: in
     # a fraction near zero has no meaningful relative error: also give the difference in points
     points = {"data_wait_fraction": 100.0 * (predicted["data_wait_fraction"] - measured["data_wait_fraction"])}
     return {"scenario": sc.name, "device": str(dev), "world_size": world, "threads": threads,
+            "threads_seen": {"training": measured.get("training_threads"), "cores": os.cpu_count(),
+                             "loader_workers": sc.loader.num_workers},
             "steps": steps, "warmup": wu, "measured": measured, "predicted": predicted, "error_pct": errors,
             "error_points": points, "notes": notes,
             "config": {"model": sc.model.name or sc.model.factory, "micro_batch": sc.training.micro_batch,

@@ -10,16 +10,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hsisim.errors import HsisimInputError
-from hsisim.profile import load_profile
+from hsisim.profile import Profile, load_profile
 from hsisim.resolve.checkpoints import checkpoints, plan
 from hsisim.resolve.comm import comm
 from hsisim.resolve.compute import compute_time, steps
 from hsisim.resolve.data import data
-from hsisim.resolve.hardware import hardware
+from hsisim.resolve.hardware import Hardware, hardware
 from hsisim.resolve.prices import prices
 from hsisim.resolve.spot import resolve_spot
 from hsisim.resolve.workload import check_code_allowed, workload
 from hsisim.scenario import Scenario
+from hsisim.sim.cpu import shared
 from hsisim.sim.spec import Billing, Job, Overheads, RunSpec
 
 __all__ = ["check_code_allowed", "resolve", "resolve_job"]
@@ -66,6 +67,9 @@ def _job(sc: Scenario, allow_code: bool) -> Job:
     ck = checkpoints(sc, hw, wl, prof)
     pr = prices(sc, hw)
     notes = (*wl.notes, *st.notes, *cp.notes, *cm.notes, *dp.notes, *ck.notes, *pr.notes)
+    # the cores a rank keeps busy while it computes: its intra-op threads on a CPU device, the thread
+    # launching kernels on a GPU
+    demand = float(hw.threads) if hw.threads is not None else 1.0
     job = Job(
         nodes=hw.nodes, gpus_per_node=hw.instance.gpus, accumulation=st.accumulation, micro_batch=st.micro_batch,
         steps_per_epoch=st.steps_per_epoch, total_steps=st.total_steps,
@@ -76,8 +80,19 @@ def _job(sc: Scenario, allow_code: bool) -> Job:
         comm_exposed_s=cm.exposed_s, comm_total_s=cm.total_s, comm_cv=cm.cv, comm_quantiles=cm.quantiles,
         ckpt_bytes=ck.bytes, ckpt_write_s=ck.write_s, ckpt_snapshot_s=ck.snapshot_s, ckpt_restore_s=ck.restore_s,
         oom_retry_s=cp.oom_retry_s, price_usd_per_node_hour=pr.usd_per_node_hour,
+        cpu_cores=hw.vcpus if shared(hw.vcpus, hw.instance.gpus, demand, sc.loader.num_workers) else 0.0,
+        compute_cpu_demand=demand, compute_slowdown=_slowdown(prof, hw),
         on_demand_usd_per_node_hour=pr.on_demand_usd_per_node_hour, notes=notes)
     return _timed(job, sc) if sc.timings is not None else job
+
+
+def _slowdown(prof: Profile | None, hw: Hardware) -> tuple[float, ...]:
+    """A step's measured slowdown beside busy cores, where the profile measured it on this machine and with
+    these threads (elsewhere the processor-sharing share is all the model knows)."""
+    c = prof.contention if prof is not None and hw.on_cpu else None
+    if c is None or c.threads != hw.threads or (prof is not None and prof.cores != hw.vcpus):
+        return ()
+    return tuple(c.slowdown)
 
 
 def _timed(job: Job, sc: Scenario) -> Job:

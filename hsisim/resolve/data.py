@@ -39,10 +39,6 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                      f"{build * 1e3:.2f} ms per micro-batch of {micro}")
     elif prof is not None and prof.data and not (wl.factory is not None and wl.factory.per_sample_s is not None):
         notes.append("batch build modelled: the profile's data probe used another patch or band count")
-    if sc.loader.num_workers:
-        # each rank's training threads keep their cores; workers share what is left
-        kept = hw.threads if hw.threads is not None else 1
-        build *= datapipe.core_slowdown(sc.loader.num_workers, hw.instance.gpus, hw.vcpus, kept)
     # On a CPU device the training process computes synchronously, so receiving each finished batch
     # from a worker is on its critical path. On a GPU it overlaps the asynchronous kernels of the
     # previous step and is left out (it matters only when the host is busier than the GPU).

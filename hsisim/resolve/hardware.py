@@ -6,7 +6,6 @@ import os
 from dataclasses import dataclass
 
 from hsisim import catalog
-from hsisim.analytic import datapipe
 from hsisim.profile import Profile
 from hsisim.scenario import Scenario
 
@@ -33,10 +32,25 @@ class Hardware:
 
 
 def hardware(sc: Scenario, prof: Profile | None) -> Hardware:
-    """The scenario's hardware; ``vcpus: 0`` in the catalog means the profile's (or this machine's) cores."""
+    """The scenario's hardware; ``vcpus: 0`` in the catalog means the profile's (or this machine's) cores.
+
+    On a CPU device each training process runs ``training.threads`` intra-op threads, else PyTorch's
+    default: one per physical core of the machine, whatever its loader workers and the other ranks
+    use (they then share the cores: ``sim.cpu``).
+    """
     inst = catalog.instance(sc.cluster.instance)
     gpu = catalog.gpu(inst.gpu)
+    local = inst.vcpus == 0
     vcpus = inst.vcpus or (prof.cores if prof and prof.cores else os.cpu_count() or 1)
-    # a CPU device: each training process gets the cores its loader workers leave free
-    threads = datapipe.training_threads(vcpus, inst.gpus, sc.loader.num_workers) if gpu.name == "cpu" else None
+    threads = None
+    if gpu.name == "cpu":
+        threads = sc.training.threads or default_threads(vcpus, prof if local else None)
     return Hardware(inst, gpu, catalog.cpu(), sc.cluster.nodes, vcpus, threads)
+
+
+def default_threads(vcpus: int, prof: Profile | None) -> int:
+    """PyTorch's default intra-op threads: one per physical core (as the profile saw it on this machine;
+    else the logical CPUs, which is what a cloud VM's vCPU count is to a guest without SMT siblings)."""
+    if prof is not None and prof.torch_threads:
+        return prof.torch_threads
+    return max(1, vcpus)

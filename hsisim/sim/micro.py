@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from hsisim.sim.cpu import SharedCPU
 from hsisim.sim.spec import Job
 
 Proc = Generator[simpy.Event, Any, None]
@@ -64,11 +65,19 @@ class MicroSim:
         self._limit = 0
         self._t_prev = 0.0
         self._start_delay = job.worker_start_s if (start_workers and self.w) else 0.0
+        self.cpus = [SharedCPU(self.env, job.cpu_cores, job.compute_slowdown) for _ in range(job.nodes)] \
+            if job.cpu_cores > 0 else None
         for r in range(self.p):
             self.env.process(self._rank(r))
         self.env.process(self._coordinator())
 
     # -- processes -------------------------------------------------------------------------
+    def _busy(self, r: int, seconds: float, demand: float, step: bool = False) -> simpy.Event:
+        """``seconds`` of full-speed work by rank ``r``'s process or workers, on its node's shared cores."""
+        if self.cpus is None:
+            return self.env.timeout(seconds)
+        return self.cpus[r // self.job.gpus_per_node].run(seconds, demand, measured=step)
+
     def _note(self, what: str) -> None:
         if self.log is not None:
             self.log.append((self.env.now, what))
@@ -93,18 +102,19 @@ class MicroSim:
             comp = 0.0
             for _ in range(self.k):
                 if self.w == 0:
-                    yield env.timeout(self._draw_build())
+                    yield self._busy(r, self._draw_build(), 1.0)
                 else:
                     yield ready[i]
                     del ready[i]
                     dispatch(i + self.depth)
                     if job.handover_s:
-                        yield env.timeout(job.handover_s)
+                        yield self._busy(r, job.handover_s, 1.0)
                 self._note(f"rank{r} got batch {i}")
                 yield env.timeout(job.h2d_s)
                 c = self._draw_compute()
-                yield env.timeout(c)
-                comp += c
+                t0 = env.now
+                yield self._busy(r, c, job.compute_cpu_demand, step=True)
+                comp += env.now - t0 if self.cpus is not None else c  # slowed by sharing: all of it compute
                 i += 1
             self._note(f"rank{r} at barrier step {step}")
             self._arrived.append((env.now, comp, r))
@@ -118,7 +128,7 @@ class MicroSim:
             yield self.env.timeout(self._start_delay)
         while True:
             i = yield store.get()
-            yield self.env.timeout(self._draw_build())
+            yield self._busy(r, self._draw_build(), 1.0)
             self._note(f"rank{r} worker{w} built batch {i}")
             ready[i].succeed()
 

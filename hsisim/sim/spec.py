@@ -40,6 +40,14 @@ class Job:
     # the measured shape of the all-reduce: quantiles (evenly spaced in probability) of time / mean; drawn
     # instead of a gamma with comm_cv when given
     comm_quantiles: tuple[float, ...] = ()
+    # the node's cores, when they can be oversubscribed (0: every piece of work runs at full speed), and
+    # the cores a rank's computation keeps busy (its intra-op threads on a CPU device; the launching
+    # thread on a GPU); a loader worker building a batch and a hand-over keep one core busy
+    cpu_cores: float = 0.0
+    compute_cpu_demand: float = 1.0
+    # a training step's measured slowdown beside 0, 1, 2, ... busy cores of other work (calibrated; empty:
+    # the processor-sharing share)
+    compute_slowdown: tuple[float, ...] = ()
     # run level
     ckpt_bytes: float = 0.0
     ckpt_write_s: float = 0.0

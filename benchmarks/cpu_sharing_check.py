@@ -1,0 +1,94 @@
+"""hsisim's prediction against a user's own training loop that imports nothing from hsisim (run on purpose).
+
+    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...]
+
+For each configuration of ``benchmarks/user_loop/hamida_user.py`` (the script a user wrote, run as
+a plain ``python`` process with PyTorch's defaults), each round does, one after the other, so that
+a noisy machine weighs on both: ``hsisim calibrate`` on the script's factories, ``hsisim run`` on a
+scenario naming them (``instance: local-cpu``), and the script's own training loop. It prints every
+round: the measured and predicted mean step time and data-wait share, and the errors.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent / "user_loop"
+SCRIPT = HERE / "hamida_user.py"
+STEPS = 150
+SCENARIO = """
+name: user_{config}
+dataset: {{factory: "hamida_user.py:make_dataset", kwargs: {{patch: {patch}, preprocess: {preprocess}}}}}
+model: {{factory: "hamida_user.py:make_model", kwargs: {{patch: {patch}}}, precision: fp32, optimizer: adam}}
+training: {{steps: {steps}, global_batch: {batch}, micro_batch: {batch}}}
+loader: {{num_workers: {workers}, prefetch_factor: 2, persistent_workers: false}}
+cluster: {{instance: local-cpu, nodes: 1, market: on_demand}}
+calibration: {profile}
+checkpoint: {{policy: none}}
+simulation: {{replicas: 20, seed: 1}}
+"""
+
+
+def _configs() -> dict[str, dict[str, object]]:
+    sys.path.insert(0, str(HERE))
+    from hamida_user import CONFIGS  # the user's script: plain PyTorch
+
+    return CONFIGS
+
+
+def _hsisim(*args: str, cwd: Path) -> dict[str, object]:
+    out = subprocess.run([sys.executable, "-m", "hsisim", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def predict(config: str, cfg: dict[str, object], work: Path) -> dict[str, float]:
+    """The user's view: calibrate on the script's factories, then run a scenario that names them."""
+    profile = work / f"{config}.json"
+    kwargs = json.dumps({"dataset": {"patch": cfg["patch"], "preprocess": cfg["preprocess"]},
+                         "model": {"patch": cfg["patch"]}})
+    _hsisim("calibrate", "--device", "cpu", "--quick", "--model-factory", "hamida_user.py:make_model",
+            "--dataset-factory", "hamida_user.py:make_dataset", "--factory-kwargs", kwargs, "--batch",
+            str(cfg["batch"]), "--out", str(profile), "--json", cwd=work)
+    scen = work / f"{config}.yaml"
+    scen.write_text(SCENARIO.format(config=config, steps=STEPS, profile=profile, **cfg))
+    m = _hsisim("run", str(scen), "--json", "--allow-code", "--no-compare", "--executor", "inline", cwd=work)["metrics"]
+    busy = sum(m[f"t_{t}_h"]["mean"] for t in ("compute", "data", "comm", "stall")) * 3600  # type: ignore[index]
+    return {"step_s": busy / STEPS, "wait_share": m["t_data_h"]["mean"] * 3600 / busy}  # type: ignore[index]
+
+
+def measure(config: str, work: Path) -> dict[str, float]:
+    """The script's own loop, as the user runs it."""
+    out = subprocess.run([sys.executable, str(SCRIPT), config, str(STEPS)], cwd=work, capture_output=True, text=True,
+                         check=True)
+    d = json.loads(out.stdout)
+    step, wait = d["step_s"], d["wait_s"]
+    return {"step_s": statistics.fmean(step), "wait_share": sum(wait) / sum(step), "threads": d["torch_threads"]}
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    configs = _configs()
+    names = sys.argv[2:] or list(configs)
+    print("| config | round | step measured | step predicted | error | data wait measured | predicted | "
+          "error (points) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as d:
+        work = Path(d)
+        (work / "hamida_user.py").write_text(SCRIPT.read_text())
+        for name in names:
+            for r in range(rounds):
+                p = predict(name, configs[name], work)
+                m = measure(name, work)
+                err = 100 * (p["step_s"] / m["step_s"] - 1)
+                pts = 100 * (p["wait_share"] - m["wait_share"])
+                print(f"| {name} | {r + 1} | {m['step_s'] * 1e3:.1f} ms | {p['step_s'] * 1e3:.1f} ms | {err:+.1f} % | "
+                      f"{m['wait_share']:.1%} | {p['wait_share']:.1%} | {pts:+.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
