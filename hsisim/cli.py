@@ -10,6 +10,7 @@ import typer
 from hsisim.cli_catalog import catalog_command
 from hsisim.cli_common import console, guard, interrupted, with_progress
 from hsisim.cli_prices import prices_app
+from hsisim.cli_report import diagnose_command, report_command
 from hsisim.errors import HsisimInputError
 from hsisim.writer import dumps
 
@@ -330,6 +331,8 @@ def scenario_validate(scenario: Scenario, set_: Sets = None, allow_code: AllowCo
 
 
 app.command("catalog")(catalog_command)
+app.command("report")(report_command)
+app.command("diagnose")(diagnose_command)
 
 
 def main() -> None:
