@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,6 +50,38 @@ def staged(quiet: bool) -> Iterator[tuple[Tick, Say]]:
             bar.reset(task, total=None, description=text)
 
         yield tick, stage
+
+
+@contextmanager
+def step_status(quiet: bool) -> Iterator[Say | None]:
+    """A ``log`` for steps (calibrate, validate): None when quiet; on a terminal a rich status line with the
+    current step, a spinner and the time so far, each finished step printed above it with its duration;
+    else plain lines on stderr."""
+    if quiet:
+        yield None
+        return
+    if not sys.stderr.isatty():
+        yield lambda text: typer.echo(text, err=True)
+        return
+    from rich.console import Console
+
+    con = Console(stderr=True)
+    start = time.monotonic()
+    steps: list[tuple[str, float]] = []
+
+    def finish(now: float) -> None:
+        if steps:
+            con.print(f"  {len(steps)}. {steps[-1][0]} [dim]({now - steps[-1][1]:,.1f} s)[/dim]", highlight=False)
+
+    with con.status("starting") as status:
+        def log(text: str) -> None:
+            now = time.monotonic()
+            finish(now)
+            steps.append((text, now))
+            status.update(f"{len(steps)}. {text} [dim]({now - start:,.0f} s so far)[/dim]")
+
+        yield log
+        finish(time.monotonic())
 
 
 def _seed(seed: int | None) -> None:

@@ -321,3 +321,27 @@ def test_diagnose_command_prints_json_and_tables() -> None:
 def test_report_and_diagnose_are_public() -> None:
     assert {"write_report", "diagnose"} <= set(hsisim.__all__)
     assert hsisim.write_report.__module__ == hsisim.diagnose.__module__ == "hsisim.api"
+
+
+def test_step_status_shows_each_step_on_a_terminal(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from hsisim.cli_report import staged, step_status
+
+    with step_status(quiet=True) as log:
+        assert log is None
+    with step_status(quiet=False) as log:  # not a terminal: plain lines, as before
+        assert log is not None
+        log("compute probe")
+    assert "compute probe" in capsys.readouterr().err
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with step_status(quiet=False) as log:
+        assert log is not None
+        log("compute probe")
+        log("memory probe")
+    err = capsys.readouterr().err
+    assert "1. compute probe" in err and "2. memory probe" in err
+    with staged(quiet=False) as (tick, stage):
+        stage("baseline")
+        tick(3, 10)

@@ -139,7 +139,7 @@ def distribution(results: Any, path: Path) -> pd.DataFrame:
         x = x[np.isfinite(x)]
         name = "cost" if r.metric == "cost_usd" else "wall time"
         hist, cdf = axes[row]
-        hist.hist(x, bins=min(50, max(10, len(x) // 20)), color=colour, alpha=0.85)
+        window = _histogram(hist, x, colour, unit)
         hist.set_xlabel(f"{name} ({unit})")
         hist.set_ylabel("replicas")
         cdf.plot(x, np.arange(1, len(x) + 1) / len(x), color=colour, drawstyle="steps-post")
@@ -147,6 +147,9 @@ def distribution(results: Any, path: Path) -> pd.DataFrame:
         cdf.set_ylabel(f"P({name} ≤ x)")
         for ax in (hist, cdf):
             _marks(ax, r, unit, "budget" if r.metric == "cost_usd" else "deadline", x)
+            ax.ticklabel_format(axis="x", useOffset=False, style="plain")
+            if window is not None:
+                ax.set_xlim(*window)
         hist.set_title(f"{name}: histogram")
         cdf.set_title(f"{name}: CDF" + (f" — P(within {('budget' if row == 0 else 'deadline')}) = "
                                          f"{float(p_within):.1%}" if p_within is not None else ""))
@@ -155,6 +158,19 @@ def distribution(results: Any, path: Path) -> pd.DataFrame:
                  f"({len(results.df):,} replicas)")
     style.save(fig, path)
     return df
+
+
+def _histogram(ax: Any, x: np.ndarray, colour: str, unit: str) -> tuple[float, float] | None:
+    """A histogram; a run whose every replica gives the same value (no randomness) gets one bar, labelled,
+    and the x range to show it in (None otherwise)."""
+    if len(x) and x[-1] - x[0] <= 1e-9 * max(1.0, abs(float(x[-1]))):
+        pad = max(abs(float(x[0])) * 0.02, 0.01)
+        window = (float(x[0]) - pad, float(x[0]) + pad)
+        ax.hist(x, bins=1, range=(float(x[0]) - pad / 10, float(x[0]) + pad / 10), color=colour, alpha=0.85)
+        ax.annotate(f"every replica: {float(x[0]):,.3f} {unit}", xy=(0.02, 0.92), xycoords="axes fraction", fontsize=8)
+        return window
+    ax.hist(x, bins=min(50, max(10, len(x) // 20)), color=colour, alpha=0.85)
+    return None
 
 
 def _marks(ax: Any, r: Any, unit: str, limit_name: str, x: np.ndarray) -> None:

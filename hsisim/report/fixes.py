@@ -19,6 +19,7 @@ kind of change a fix needs:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from hsisim import catalog
@@ -67,8 +68,8 @@ def candidates(sc: Scenario, job: Job, stalled: bool) -> list[Fix]:
 def _data(sc: Scenario, job: Job) -> list[Fix]:
     out = []
     ld, inst = sc.loader, catalog.instance(sc.cluster.instance)
-    per_gpu = (inst.vcpus or 0) // max(1, inst.gpus)
-    want = max(1, int(WORKER_SHARE * per_gpu))
+    vcpus = inst.vcpus or os.cpu_count() or 1  # vcpus 0: this machine (as resolve.hardware reads it)
+    want = max(1, int(WORKER_SHARE * vcpus // max(1, inst.gpus)))
     sets = []
     if want > ld.num_workers:
         sets.append(f"loader.num_workers={want}")
@@ -76,7 +77,7 @@ def _data(sc: Scenario, job: Job) -> list[Fix]:
         sets += [f"loader.{k}=true" for k in ("pin_memory", "persistent_workers") if not getattr(ld, k)]
     if sets:
         out.append(Fix("loader", "data", f"DataLoader: {max(want, ld.num_workers)} workers per GPU (half the node's "
-                       f"{inst.vcpus} vCPUs over {inst.gpus} GPU(s)), pin_memory, persistent_workers",
+                       f"{vcpus} vCPUs over {inst.gpus} GPU(s)), pin_memory, persistent_workers",
                        tuple(sets), 1, "§4.2 step 3"))
     if sc.dataset.preprocess == "getitem":
         out.append(Fix("offline", "data", "compute normalisation and PCA once, before training (offline), not in "

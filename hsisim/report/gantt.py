@@ -180,7 +180,7 @@ def figure(tx: Traced, title: str, path: Path) -> pd.DataFrame:
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=c, hatch="//" if s.startswith("interrupted") else None)
                for s, c in STATE_COLOURS.items()]
     fig.legend(handles, list(labels.values()), ncol=5, loc="lower center", fontsize=8)
-    fig.subplots_adjust(top=0.93, bottom=0.17, hspace=0.6, left=0.12, right=0.98)
+    fig.subplots_adjust(top=0.93, bottom=0.17, hspace=0.6, left=0.15, right=0.98)
     style.save(fig, path, tight=False)
     return df
 
