@@ -111,10 +111,12 @@ def scaling(df: pd.DataFrame, name: str, notes: list[str], path: Path) -> pd.Dat
             continue
         ax.plot(part["wall_p90_h"], part["cost_p90_usd"], marker=marker, color=colour, markersize=8,
                 label=market.replace("_", "-"))
-        for r in part.itertuples():
-            ax.annotate(f"{r.gpus} GPUs" + ("" if r.micro_batch == df["micro_batch"].max() else
-                                            f" (micro {r.micro_batch})"),
-                        (r.wall_p90_h, r.cost_p90_usd), xytext=(6, 4), textcoords="offset points", fontsize=8)
+        for r in part.to_dict("records"):
+            gpus, micro = int(r["gpus"]), int(r["micro_batch"])
+            label = f"{gpus} GPU{'s' if gpus > 1 else ''}" + (
+                "" if micro == df["micro_batch"].max() else f" (micro {micro})")
+            ax.annotate(label, (r["wall_p90_h"], r["cost_p90_usd"]), xytext=(6, 4), textcoords="offset points",
+                        fontsize=8)
     front = df[df["pareto"]].sort_values("wall_p90_h")
     ax.plot(front["wall_p90_h"], front["cost_p90_usd"], color=style.BLACK, linestyle="--", linewidth=1,
             marker="o", markersize=14, markerfacecolor="none", label="Pareto front (no cheaper and faster option)")
@@ -129,6 +131,11 @@ def scaling(df: pd.DataFrame, name: str, notes: list[str], path: Path) -> pd.Dat
         fig.text(0.01, 0.01, "\n".join(notes), fontsize=7, va="bottom")
         fig.subplots_adjust(bottom=0.12 + 0.03 * len(notes))
     ax.margins(0.15)
+    top = float(df["cost_p90_usd"].max())
+    ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
+    if top <= 0:
+        ax.text(0.5, 0.5, "owned hardware, billed at 0 USD/h: only the time differs", ha="center",
+                transform=ax.transAxes)
     style.save(fig, path, tight=not notes)
     return df
 

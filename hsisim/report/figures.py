@@ -84,33 +84,54 @@ def price_table(results: Any) -> pd.DataFrame:
 
 def cost(results: Any, path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Draw ``cost.png``: the bill by category, and the effective cost per useful GPU-hour against the
-    on-demand list price per GPU-hour. Returns (categories, prices)."""
+    on-demand list price per GPU-hour (owned hardware billed at 0: the useful against the billed GPU-hours
+    instead). Returns (categories, prices)."""
     plt = style.pyplot()
     df, prices = cost_table(results), price_table(results)
     total = results.summary()["metrics"]["cost_usd"]["mean"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), width_ratios=[1.3, 1])
-    y = np.arange(len(df))[::-1]
-    left.barh(y, df["usd"], color=[style.COST_COLOURS[c] for c in df["category"]], edgecolor=style.BLACK,
-              linewidth=0.3)
-    for yi, r in zip(y, df.itertuples(), strict=True):
-        left.text(r.usd, yi, f" {r.usd:,.2f} ({r.share:.1%})" if total else " 0.00", va="center", fontsize=8)
-    left.set_yticks(y, df["label"], fontsize=8)
-    left.set_xlim(0, max(df["usd"].max() * 1.35, 1e-9))
-    left.set_xlabel("USD per replica (mean)")
-    left.set_title(f"The bill: {total:,.2f} USD (mean)")
-    colours = [style.VERMILLION, style.SKY, style.GREY]
-    right.bar(range(3), prices["usd_per_gpu_h"], color=colours)
-    for i, v in enumerate(prices["usd_per_gpu_h"]):
-        right.text(i, v, f"{v:,.3f}", ha="center", va="bottom")
-    right.set_xticks(range(3), ["effective per\nuseful GPU-h", "paid per\nbilled GPU-h", "on-demand list\nper GPU-h"],
-                     fontsize=8)
-    right.set_ylabel("USD per GPU-hour")
-    right.set_title("What a useful GPU-hour costs")
-    if not total:
-        right.text(0.5, 0.5, "owned hardware: billed at 0 USD/h", ha="center", transform=right.transAxes)
+    if total:
+        _bill(left, df, total)
+        _prices(right, prices)
+    else:
+        style.note(left, "owned hardware, billed at 0 USD/h:\nno bill to split")
+        _gpu_hours(right, results)
     fig.suptitle(f"{results.scenario.name}: cost by category ({len(results.df):,} replicas)")
     style.save(fig, path)
     return df, prices
+
+
+def _bill(ax: Any, df: pd.DataFrame, total: float) -> None:
+    y = np.arange(len(df))[::-1]
+    ax.barh(y, df["usd"], color=[style.COST_COLOURS[c] for c in df["category"]], edgecolor=style.BLACK,
+            linewidth=0.3)
+    for yi, r in zip(y, df.to_dict("records"), strict=True):
+        ax.text(r["usd"], yi, f" {r['usd']:,.2f} ({r['share']:.1%})", va="center", fontsize=8)
+    ax.set_yticks(y, df["label"], fontsize=8)
+    ax.set_xlim(0, df["usd"].max() * 1.35)
+    ax.set_xlabel("USD per replica (mean)")
+    ax.set_title(f"The bill: {total:,.2f} USD (mean)")
+
+
+def _prices(ax: Any, prices: pd.DataFrame) -> None:
+    ax.bar(range(3), prices["usd_per_gpu_h"], color=[style.VERMILLION, style.SKY, style.GREY])
+    for i, v in enumerate(prices["usd_per_gpu_h"]):
+        ax.text(i, v, f"{v:,.3f}", ha="center", va="bottom")
+    ax.set_xticks(range(3), ["effective per\nuseful GPU-h", "paid per\nbilled GPU-h", "on-demand list\nper GPU-h"],
+                  fontsize=8)
+    ax.set_ylabel("USD per GPU-hour")
+    ax.set_title("What a useful GPU-hour costs")
+
+
+def _gpu_hours(ax: Any, results: Any) -> None:
+    m = results.summary()["metrics"]
+    values = [m["useful_gpu_h"]["mean"], m["billed_gpu_h"]["mean"]]
+    ax.bar(range(2), values, color=[style.BLUE, style.GREY])
+    for i, v in enumerate(values):
+        ax.text(i, v, f"{v:,.3f}", ha="center", va="bottom")
+    ax.set_xticks(range(2), ["useful GPU-h", "GPU-h in use"], fontsize=8)
+    ax.set_ylabel("GPU-hours per replica (mean)")
+    ax.set_title(f"Useful {values[0] / values[1]:.0%} of the GPU-hours" if values[1] else "GPU-hours")
 
 
 def distribution_table(results: Any) -> pd.DataFrame:
@@ -150,6 +171,7 @@ def distribution(results: Any, path: Path) -> pd.DataFrame:
             ax.ticklabel_format(axis="x", useOffset=False, style="plain")
             if window is not None:
                 ax.set_xlim(*window)
+                ax.locator_params(axis="x", nbins=5)
         hist.set_title(f"{name}: histogram")
         cdf.set_title(f"{name}: CDF" + (f" — P(within {('budget' if row == 0 else 'deadline')}) = "
                                          f"{float(p_within):.1%}" if p_within is not None else ""))

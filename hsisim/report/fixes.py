@@ -76,9 +76,9 @@ def _data(sc: Scenario, job: Job) -> list[Fix]:
     if want > 0 or ld.num_workers > 0:
         sets += [f"loader.{k}=true" for k in ("pin_memory", "persistent_workers") if not getattr(ld, k)]
     if sets:
+        flags = "".join(f", {k}" for k in ("pin_memory", "persistent_workers") if f"loader.{k}=true" in sets)
         out.append(Fix("loader", "data", f"DataLoader: {max(want, ld.num_workers)} workers per GPU (half the node's "
-                       f"{vcpus} vCPUs over {inst.gpus} GPU(s)), pin_memory, persistent_workers",
-                       tuple(sets), 1, "§4.2 step 3"))
+                       f"{vcpus} vCPUs over {inst.gpus} GPU(s)){flags}", tuple(sets), 1, "§4.2 step 3"))
     if sc.dataset.preprocess == "getitem":
         out.append(Fix("offline", "data", "compute normalisation and PCA once, before training (offline), not in "
                        "__getitem__", ("dataset.preprocess=offline",), 2, "§4.2 step 4"))
