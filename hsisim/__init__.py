@@ -24,6 +24,8 @@ _PUBLIC = {
     "optimize": "hsisim.api",
     "calibrate": "hsisim.api",
     "validate": "hsisim.api",
+    "diagnose": "hsisim.api",
+    "write_report": "hsisim.api",  # `hsisim report`; hsisim.report is the package of figures and tables
     "Results": "hsisim.montecarlo.results",
     "PlanResult": "hsisim.planning",
     "OptimizeResult": "hsisim.tuning",

@@ -113,3 +113,44 @@ def validate(scenario: str | Path, *, overrides: Keys = (), device: str = "cpu",
     return run_validation(Path(scenario), sets=list(overrides), device=device, steps=steps, warmup=warmup,
                           profile=Path(profile) if profile is not None else None, world_size=world_size, log=log,
                           allow_code=allow_code)
+
+
+def diagnose(scenario: ScenarioLike, *, overrides: Keys = (), replicas: int | None = None, seed: int | None = None,
+             objective: str = "balanced", fast: bool = False, executor: str = "inline", workers: int | None = None,
+             scheduler: str | None = None, allow_long: bool = False, allow_code: bool = False,
+             progress: Progress | None = None, stage: Callable[[str], None] | None = None) -> Any:
+    """The seed article's checklist, quantified (``Diagnosis``): bottlenecks ranked by their share of the wall
+    time (or of the bill), each standard fix that applies simulated as a what-if with the baseline's replica
+    seeds and ranked by gain per effort (``top(n)``: the best levers), and the article's trigger thresholds.
+
+    ``replicas`` per run (default 64; ``fast``: 16, the two largest bottlenecks' fixes only); ``objective``:
+    ``balanced`` (mean of the % saved on wall time and on cost), ``time``, ``cost`` or ``eta``. Every fix is
+    a list of overrides: ``simulate`` with them, the same seed and replicas gives the claimed numbers.
+    """
+    from hsisim.report.diagnose import diagnose as run_diagnosis
+
+    return run_diagnosis(scenario, overrides=overrides, replicas=replicas, seed=seed, objective=objective, fast=fast,
+                         executor=executor, workers=workers, scheduler=scheduler, allow_long=allow_long,
+                         allow_code=allow_code, progress=progress, stage=stage)
+
+
+def write_report(scenario: ScenarioLike, *, out: str | Path, overrides: Keys = (), replicas: int | None = None,
+                 sweep_replicas: int | None = None, seed: int | None = None, executor: str = "local",
+                 workers: int | None = None, scheduler: str | None = None, allow_long: bool = False,
+                 allow_code: bool = False, progress: Progress | None = None,
+                 stage: Callable[[str], None] | None = None) -> Any:
+    """``hsisim report``: simulate the scenario and write its report into ``out`` atomically (``Report``).
+
+    It writes ``budget.png``, ``cost.png``, ``distribution.png``, ``checkpoint.png``, ``timeline.png``,
+    ``scaling.png``, ``report.md`` (the tables behind each figure, the diagnosis, the scenario and the
+    manifest) and ``report.json``. (Not ``hsisim.report``: that name is the package of figures and tables.)
+
+    ``out`` must be new, empty or a previous report (which is replaced). ``replicas`` for the main run
+    (default: the scenario's); ``sweep_replicas`` per configuration of the checkpoint curve, the scaling
+    sweep and the diagnosis (default: ``min(replicas, 200)``).
+    """
+    from hsisim.report.build import report as build
+
+    return build(scenario, out=out, overrides=overrides, replicas=replicas, sweep_replicas=sweep_replicas, seed=seed,
+                 executor=executor, workers=workers, scheduler=scheduler, allow_long=allow_long,
+                 allow_code=allow_code, progress=progress, stage=stage)

@@ -10,6 +10,7 @@ import typer
 from hsisim.cli_catalog import catalog_command
 from hsisim.cli_common import console, guard, interrupted, with_progress
 from hsisim.cli_prices import prices_app
+from hsisim.cli_report import diagnose_command, report_command, step_status
 from hsisim.errors import HsisimInputError
 from hsisim.writer import dumps
 
@@ -279,12 +280,12 @@ def calibrate(
 
     def go() -> Any:
         _torch_or_exit("calibrate")
-        log = None if as_json else (lambda m: typer.echo(m, err=True))
-        return api.calibrate(device=device, model=model, dataset=dataset, out=out, quick=quick, patch=patch,
-                             pca=pca, batch=batch, world_size=world_size, checkpoint_dir=checkpoint_dir,
-                             checkpoint_storage=checkpoint_storage, fmt=cube_format, spec=spec,
-                             model_factory=model_factory, dataset_factory=dataset_factory,
-                             factory_kwargs=factory_kwargs, log=log).to_json()
+        with step_status(as_json) as log:
+            return api.calibrate(device=device, model=model, dataset=dataset, out=out, quick=quick, patch=patch,
+                                 pca=pca, batch=batch, world_size=world_size, checkpoint_dir=checkpoint_dir,
+                                 checkpoint_storage=checkpoint_storage, fmt=cube_format, spec=spec,
+                                 model_factory=model_factory, dataset_factory=dataset_factory,
+                                 factory_kwargs=factory_kwargs, log=log).to_json()
 
     try:
         prof = guard(go)
@@ -320,9 +321,9 @@ def validate(
 
     def go() -> Any:
         _torch_or_exit("validate")
-        log = None if as_json else (lambda m: typer.echo(m, err=True))
-        return api.validate(scenario, overrides=set_ or [], device=device, steps=steps, warmup=warmup,
-                            profile=profile, world_size=world_size, log=log, allow_code=allow_code)
+        with step_status(as_json) as log:
+            return api.validate(scenario, overrides=set_ or [], device=device, steps=steps, warmup=warmup,
+                                profile=profile, world_size=world_size, log=log, allow_code=allow_code)
 
     try:
         res = guard(go)
@@ -359,6 +360,8 @@ def scenario_validate(scenario: Scenario, set_: Sets = None, allow_code: AllowCo
 
 
 app.command("catalog")(catalog_command)
+app.command("report")(report_command)
+app.command("diagnose")(diagnose_command)
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ from hsisim import montecarlo, stats
 from hsisim.analytic import checkpoint as ckpt
 from hsisim.errors import HsisimInputError
 from hsisim.montecarlo import Executor, Prepared
+from hsisim.montecarlo.prepare import StepModels
 from hsisim.scenario import Scenario
 from hsisim.sim.policy import checkpoint_cost
 
@@ -159,10 +160,12 @@ def _vertex(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def prepared(sc: Scenario, seed: int, *, allow_code: bool = False, pool: Executor | None = None,
-             executor: str = "local", workers: int | None = None, scheduler: str | None = None) -> Prepared:
+             executor: str = "local", workers: int | None = None, scheduler: str | None = None,
+             models: StepModels | None = None) -> Prepared:
     """The scenario prepared for a run; a ``policy: optimal`` gets its interval found first
-    (cost objective, 100 replicas per candidate), so the runner never optimises."""
-    prep = montecarlo.prepare(sc, seed, allow_code=allow_code)
+    (cost objective, 100 replicas per candidate), so the runner never optimises. ``models``: step models
+    estimated before (what-if runs of one scenario share them)."""
+    prep = montecarlo.prepare(sc, seed, allow_code=allow_code, models=models)
     if sc.checkpoint.policy != "optimal" or prep.spec.spot is None:
         return prep
     found = optimize_interval(sc, prep=prep, seed=seed, pool=pool, executor=executor, workers=workers,

@@ -21,7 +21,7 @@ LAYERS = {
     "tuning": 6, "calibration.validate": 6,  # a real run against the simulator's prediction
     "planning": 7, "report": 7,
     "api": 8,
-    "cli_common": 9, "cli_prices": 9, "cli_catalog": 9, "cli": 10, "__main__": 11, "__init__": 11,
+    "cli_common": 9, "cli_prices": 9, "cli_catalog": 9, "cli_report": 9, "cli": 10, "__main__": 11, "__init__": 11,
 }
 
 

@@ -30,6 +30,7 @@ from hsisim.sim.sources import StepSource, StepwiseSource, TwoLevelSource
 from hsisim.sim.spec import Job, RunSpec
 from hsisim.sim.stepmodel import StepModel
 from hsisim.sim.streams import Streams
+from hsisim.sim.trace import Trace
 
 Proc = Generator[simpy.Event, Any, Any]
 Worlds = Callable[[int], tuple[Job, StepModel]]  # active node count → (job, step model)
@@ -52,8 +53,9 @@ class Replica:
     """One run of the job; ``run()`` returns its ``ReplicaResult``."""
 
     def __init__(self, spec: RunSpec, model: StepModel, seed: np.random.SeedSequence, index: int,
-                 log: list[tuple[float, str]] | None = None, worlds: Worlds | None = None) -> None:
-        self.spec, self.job, self.index, self.log = spec, spec.job, index, log
+                 log: list[tuple[float, str]] | None = None, worlds: Worlds | None = None,
+                 trace: Trace | None = None) -> None:
+        self.spec, self.job, self.index, self.log, self.trace = spec, spec.job, index, log, trace
         self.worlds = worlds or (lambda n: (spec.job, model))
         self.streams = Streams.spawn(seed)
         self.env = simpy.Environment()
@@ -82,7 +84,10 @@ class Replica:
         self.source: StepSource = StepwiseSource(job, self.streams.steps) if self.spec.fidelity == "step" \
             else TwoLevelSource(model, self.streams.steps)
 
-    def spend(self, term: str, t0: float, t1: float, up_category: str, boot_category: str = "overhead") -> None:
+    def spend(self, term: str, t0: float, t1: float, up_category: str, boot_category: str = "overhead",
+              what: str = "") -> None:
+        if self.trace is not None:
+            self.trace.phase(term, what, t0, t1, self.cluster.alive())
         self.ledger.add_time(term, t1 - t0)
         self.ledger.add_money(up_category, self.cluster.cost(t0, t1, up=True))
         self.ledger.add_money(boot_category, self.cluster.cost(t0, t1, up=False))
@@ -97,11 +102,11 @@ class Replica:
         end = now + seconds
         if t_loss < end:
             yield self.env.timeout(t_loss - now)
-            self.spend(term, now, t_loss, up_category or term, boot_category)
+            self.spend(term, now, t_loss, up_category or term, boot_category, what)
             self.cluster.consume(corr, t_loss)
             return Loss(t_loss, nodes, corr)
         yield self.env.timeout(seconds)
-        self.spend(term, now, end, up_category or term, boot_category)
+        self.spend(term, now, end, up_category or term, boot_category, what)
         self.note(what)
         return None
 
@@ -168,6 +173,8 @@ class Replica:
         queue = min(queue, spec.max_wall_s)
         yield self.env.timeout(queue)
         self.ledger.add_time("overhead", queue)
+        if self.trace is not None:
+            self.trace.phase("overhead", "queue", 0.0, queue, ())
         if self.give_up():  # never granted within simulation.max_wall: nothing was started or billed
             self.note("gave up: simulation.max_wall reached in the queue")
             return
@@ -240,6 +247,8 @@ class Replica:
         self.restore.persist_end = blocks.persist_end_after(b, p, before)
         yield self.env.timeout(float(p.stop - now))
         self._book(b, p)
+        if self.trace is not None:
+            self.trace.block(b, p, self.cluster.alive())
         if self.log is not None:
             self.log.extend(blocks.events(b, p, self.checkpoints - len(p.done) + 1, job.steps_per_epoch,
                                           sync=not cp.asynchronous))
@@ -274,7 +283,7 @@ class Replica:
             self.note(f"notice at step {step}: no time for an emergency checkpoint")
             return
         yield self.env.timeout(wait_prev + write)
-        self.spend("recover", now, self.env.now, "recover")
+        self.spend("recover", now, self.env.now, "recover", what="emergency checkpoint")
         self.checkpoints += 1
         self.restore.add(Ckpt(step, self.env.now, self.ledger.snapshot(), self.holders()))
         self.note(f"emergency checkpoint at step {step}")
@@ -286,6 +295,8 @@ class Replica:
             self.note("the checkpoint on local NVMe went with the node")
         # the ledger's training terms return to the restore point's; the difference was lost work
         self.ledger.lose_since(restore.snap)
+        if self.trace is not None:
+            self.trace.lost(loss.time, loss.nodes, restore.step)
         self.note(f"reclaimed {len(loss.nodes)} node(s); restore from step {restore.step}")
         return (yield from self.recovery.recover(loss))
 
