@@ -116,7 +116,8 @@ class Scenario(_Section):
         """A copy with ``KEY=VALUE`` overrides applied and validated again."""
         if not overrides:
             return self
-        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        # only what was set (at every level), so that keys left to their defaults stay defaults
+        data = self.model_dump(mode="json", by_alias=True, exclude_unset=True)
         o = self._origin or Origin({}, None)
         return validate_scenario(apply_overrides(data, overrides), o.lines, o.source, (*o.overrides, *overrides))
 

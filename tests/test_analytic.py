@@ -136,11 +136,6 @@ def test_storage_kinds_order_as_expected() -> None:
     assert cost["network_fs"] > cost["envi"]
 
 
-def test_core_slowdown() -> None:
-    assert datapipe.core_slowdown(4, 4, 48) == 1.0
-    assert datapipe.core_slowdown(8, 4, 8) == pytest.approx(32 / 4)
-
-
 def test_checkpoint_size() -> None:
     assert ckpt.checkpoint_bytes(10**6, "fp32", "adam") == 12e6
     assert ckpt.checkpoint_bytes(10**6, "bf16", "adam") == 14e6
