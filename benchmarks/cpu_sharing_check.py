@@ -56,7 +56,8 @@ def predict(config: str, cfg: dict[str, object], work: Path) -> dict[str, float]
             str(cfg["batch"]), "--out", str(profile), "--json", cwd=work)
     scen = work / f"{config}.yaml"
     scen.write_text(SCENARIO.format(config=config, steps=STEPS, profile=profile, **cfg))
-    m = _hsisim("run", str(scen), "--json", "--allow-code", "--no-compare", "--executor", "inline", cwd=work)["metrics"]
+    m = _hsisim("run", str(scen), "--json", "--allow-code", "--no-compare", "--no-levers", "--executor", "inline",
+                cwd=work)["metrics"]
     busy = sum(m[f"t_{t}_h"]["mean"] for t in ("compute", "data", "comm", "stall")) * 3600  # type: ignore[index]
     return {"step_s": busy / STEPS, "wait_share": m["t_data_h"]["mean"] * 3600 / busy}  # type: ignore[index]
 

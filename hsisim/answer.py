@@ -43,3 +43,14 @@ def _means(res: Results) -> dict[str, Any]:
     out["wall_p90_h"] = float(df["wall_h"].quantile(0.9))
     out["cost_p90_usd"] = float(df["cost_usd"].quantile(0.9))
     return out
+
+
+def levers(res: Results, *, n: int = 2, executor: str = "local", workers: int | None = None) -> list[dict[str, Any]]:
+    """The ``n`` biggest levers of the run's scenario (``hsisim diagnose``'s fast mode: what-if runs with
+    the same seeds), each with its overrides and its effect on wall time, cost and η."""
+    from hsisim.report.diagnose import diagnose
+
+    d = diagnose(res.scenario, fast=True, seed=res.seed, executor=executor, workers=workers, allow_long=True)
+    return [{"fix": f["title"], "id": f["id"], "overrides": f["overrides"], "effort": f["effort_kind"],
+             "wall_pct": f["wall_h"]["change_pct"], "cost_pct": f["cost_usd"]["change_pct"],
+             "eta_points": f["eta_points"]["change"]} for f in d.top(n)]

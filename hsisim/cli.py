@@ -111,6 +111,8 @@ def run(
     allow_code: AllowCode = False,
     compare: Annotated[bool, typer.Option(
         help="Also simulate the same job on on-demand capacity (same seeds) beside a spot run.")] = True,
+    levers: Annotated[bool, typer.Option(
+        help="Also name the one or two biggest levers (hsisim diagnose's quick what-if runs).")] = True,
 ) -> None:
     """Simulate SCENARIO (Monte Carlo): time, cost, the same job on on-demand, where the hours and dollars go."""
     from hsisim import api
@@ -133,6 +135,10 @@ def run(
 
             summary["on_demand_comparison"] = guard(lambda: on_demand_twin(results, executor=executor,
                                                                            workers=workers))
+        if levers:
+            from hsisim.answer import levers as biggest
+
+            summary["levers"] = guard(lambda: biggest(results, executor=executor, workers=workers))
     except KeyboardInterrupt:
         interrupted(out, f"hsisim run {scenario}")
     if as_json:

@@ -87,7 +87,7 @@ def test_run_json_compares_with_the_same_job_on_demand_and_says_what_it_assumed(
     data = json.loads(out)
     comp, a = data["on_demand_comparison"], data["assumptions"]
     twin = json.loads(_run("run", SPOT, "--replicas", "40", "--json", "--workers", "1", "--no-compare",
-                           "--set", "cluster.market=on_demand")[1])
+                           "--no-levers", "--set", "cluster.market=on_demand")[1])
     assert comp["on_demand"]["cost_usd"] == pytest.approx(twin["metrics"]["cost_usd"]["mean"])
     assert comp["on_demand"]["wall_h"] == pytest.approx(twin["metrics"]["wall_h"]["mean"])
     assert comp["spot"]["cost_usd"] == pytest.approx(data["metrics"]["cost_usd"]["mean"])
@@ -97,6 +97,8 @@ def test_run_json_compares_with_the_same_job_on_demand_and_says_what_it_assumed(
     assert a["budget_usd"] == 500 and a["deadline_h"] == 48
     assert "memory.fragmentation" in a["defaults"] and "overhead.boot" not in a["defaults"]
     assert "on_demand_comparison" not in twin
+    # the biggest levers, each reproducible with its overrides (hsisim diagnose measures their effect)
+    assert 1 <= len(data["levers"]) <= 2 and all(lv["overrides"] for lv in data["levers"])
 
 
 def test_warnings_for_assumptions_a_user_likely_did_not_mean() -> None:

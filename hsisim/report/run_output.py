@@ -81,8 +81,8 @@ def _levers(levers: list[dict[str, Any]], console: Console) -> None:
         return
     console.print("[bold]Biggest levers[/bold] (what-if runs with the same seeds; hsisim diagnose for all):")
     for lv in levers:
-        _say(console, f"{lv['fix']}: time {lv['wall_pct']:+.0f} %, cost {lv['cost_pct']:+.0f} %  "
-                      f"[dim](--set {' --set '.join(lv['overrides'])})[/dim]")
+        _say(console, f"{lv['fix']}: time {lv['wall_pct']:+.0f} %, cost {lv['cost_pct']:+.0f} %, "
+                      f"η {lv['eta_points']:+.0f} points [dim](--set {' --set '.join(lv['overrides'])})[/dim]")
 
 
 def _assumed(s: dict[str, Any], console: Console) -> None:
