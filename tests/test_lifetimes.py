@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA
+from conftest import ROOT, SHARED_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 from scipy import integrate
 
+from hsisim.cli import app
 from hsisim.distributions import Bathtub, Capped, Discrete, Exponential, Weibull, capped
 from hsisim.pricing import hazard as hz
 from hsisim.pricing import laws
 from hsisim.pricing.survival import kaplan_meier, ks_distance
+from hsisim.resolve.spot import resolve_spot
+from hsisim.scenario import load_scenario
 
 GCP = SHARED_DATA / "spot" / "gcp_preemptible_2019" / "gcp_preemptible_lifetimes_2019.csv"
 
@@ -190,6 +194,43 @@ def test_with_the_24_hour_cap_every_law_is_fitted_to_the_sample_as_a_capped_law_
     assert float(np.max(law.sample(np.random.default_rng(0), 10_000))) <= 24 * 3600
     assert cmp.best is not None and cmp.best.family == "weibull"  # below the cap, a falling hazard is enough
     assert all(f.ks < 0.1 for f in cmp.fits if f.family != "exponential")
+
+
+# -- the command and the scenario -------------------------------------------------------------------------
+
+
+def test_prices_hazard_compares_every_law_with_the_cap() -> None:
+    from typer.testing import CliRunner
+
+    _gcp()
+    res = CliRunner().invoke(app, ["prices", "hazard", str(GCP), "--fit", "all", "--max-lifetime", "24 h", "--json"])
+    assert res.exit_code == 0, res.output
+    (g,) = json.loads(res.stdout)["groups"]
+    assert g["comparison"][0]["family"] == g["preferred"] == "weibull"
+    assert g["comparison"][0]["delta_aic"] == 0 and all(c["ks_distance"] > 0 for c in g["comparison"])
+    assert g["spot_max_lifetime"] == "24 h"
+    sc = load_scenario(ROOT / "scenarios" / "spot_8x.yaml",
+                       [f"spot.hazard={g['spot_hazard']}", f"spot.max_lifetime={g['spot_max_lifetime']}"])
+    setup = resolve_spot(sc, 5.672)
+    assert setup is not None and setup.lifetime is not None
+    assert setup.lifetime.mean / 3600 == pytest.approx(g["weibull"]["mean_hours"], rel=2e-3)
+
+
+@pytest.mark.parametrize("fit", ["bathtub", "empirical", "weibull"])
+def test_a_scenario_fits_the_lifetimes_file_with_the_cap(fit: str) -> None:
+    s = _gcp()
+    sc = load_scenario(ROOT / "scenarios" / "spot_8x.yaml",
+                       [f"spot.hazard={{dist: lifetimes, file: {GCP}, fit: {fit}}}", "spot.max_lifetime=24 h"])
+    setup = resolve_spot(sc, 5.672)
+    assert setup is not None and setup.lifetime is not None
+    x = np.asarray(setup.lifetime.sample(np.random.default_rng(3), 50_000))
+    assert x.max() <= 24 * 3600
+    if fit == "empirical":  # Kaplan–Meier below the cap: its restricted mean is the area under the estimate
+        km = kaplan_meier(np.minimum(s.hours, 24), s.observed & (s.hours < 24))
+        grid = np.linspace(0, 24, 240_001)
+        area = float(np.sum(km.sf(grid[:-1]) * np.diff(grid)))
+        assert setup.lifetime.mean / 3600 == pytest.approx(area, rel=1e-4)
+    assert abs(x.mean() - setup.lifetime.mean) <= 3.29 * math.sqrt(setup.lifetime.variance / len(x))
 
 
 def test_ks_distance_of_a_law_to_its_own_sample_shrinks() -> None:

@@ -101,7 +101,7 @@ def print_plan(res: dict[str, Any], console: Console) -> None:
         t = Table(title="Every combination, common random numbers (★ Pareto on P90 cost and P90 time)")
         for k in keys:
             t.add_column(k.rsplit(".", 1)[-1])
-        for col in ("T P50", "T P90", "$ P50", "$ P90", "$/GPU-h", "P($≤B)", "P(T≤D)", ""):
+        for col in ("T P50", "T P90", "$ P50", "$ P90", "$/GPU-h", "OD GPU-h", "P($≤B)", "P(T≤D)", ""):
             t.add_column(col, justify="right")
         rec = (res.get("recommended") or {}).get("index")
         for i, r in enumerate(rows):
@@ -109,7 +109,7 @@ def print_plan(res: dict[str, Any], console: Console) -> None:
             style = "bold green" if i == rec else ("dim" if not r["meets"] else None)
             t.add_row(*[r["settings"][k] for k in keys], _hours(r["wall_h"]["p50"]), _hours(r["wall_h"]["p90"]),
                       f"{r['cost_usd']['p50']:,.0f}", f"{r['cost_usd']['p90']:,.0f}",
-                      f"{r['cost_per_useful_gpu_h']['mean']:,.2f}",
+                      f"{r['cost_per_useful_gpu_h']['mean']:,.2f}", f"{r['on_demand_gpu_h']['mean']:,.1f}",
                       f"{r['p_budget']:.0%}" if "p_budget" in r else "-",
                       f"{r['p_deadline']:.0%}" if "p_deadline" in r else "-", mark, style=style)
         console.print(t)

@@ -37,7 +37,7 @@ def resolve(sc: Scenario, *, allow_code: bool = False) -> RunSpec:
         overhead=Overheads(oh.queue, oh.boot, oh.image_pull, oh.init, oh.rendezvous),
         billing=Billing(cost.min_billed, cost.storage_usd_per_gb_month, cost.egress, cost.egress_usd_per_gb),
         spot=resolve_spot(sc, job.on_demand_usd_per_node_hour),
-        fidelity=sc.simulation.fidelity, max_wall_s=sc.simulation.max_wall)
+        fidelity=sc.simulation.fidelity, max_wall_s=sc.simulation.max_wall, deadline_s=sc.simulation.deadline)
 
 
 def resolve_job(sc: Scenario, *, nodes: int | None = None, allow_code: bool = False) -> Job:
