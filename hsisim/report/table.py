@@ -67,6 +67,10 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
     h.add_row("on-demand list price per GPU-hour", f"{summary['on_demand_usd_per_gpu_h']:,.3f} USD")
     h.add_row("checkpoints / interruptions (mean)",
               f"{m['checkpoints']['mean']:,.1f} / {m['interruptions']['mean']:,.2f}")
+    if m["on_demand_gpu_h"]["mean"] and m["spot_gpu_h"]["mean"]:  # a job on both markets
+        h.add_row("spot / on-demand GPU-hours, switches",
+                  f"{m['spot_gpu_h']['mean']:,.1f} / {m['on_demand_gpu_h']['mean']:,.1f}, "
+                  f"{m['switches']['mean']:,.2f}")
     if summary.get("p_finished", 1.0) < 1.0:
         h.add_row("[red]replicas that never finished[/red]", f"{1 - summary['p_finished']:.1%} (simulation.max_wall)")
     if "p_deadline" in summary:

@@ -161,6 +161,7 @@ class Restart:
         spot_ranks = [n.rank for n in r.cluster.alive() if n.spot]
         r.end_nodes([n for n in r.cluster.alive() if n.spot], r.env.now, reclaimed=False)
         self.begin_on_demand()
+        r.switches += 1
         r.note("falling back to on-demand")
         return spot_ranks
 
@@ -291,10 +292,6 @@ class DeadlineSafetyNet(Restart):
         super().begin_on_demand()
         self.for_good = True
         self.r.every = None  # nothing interrupts on-demand nodes: no periodic checkpoints
-
-    def _to_on_demand(self) -> list[int]:
-        self.r.switches += 1
-        return super()._to_on_demand()
 
     def wants_switch(self, step: int) -> bool:
         """Whether to move now (one predicate for ``switch_at`` and ``switch``, so they never disagree)."""
