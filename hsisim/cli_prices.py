@@ -83,17 +83,33 @@ def show(
     print_price_summary(summary, _console())
 
 
+def _hours(text: str | None) -> float | None:
+    from hsisim import units
+    from hsisim.errors import HsisimInputError
+
+    if text is None:
+        return None
+    try:
+        return units.duration(text) / 3600.0
+    except ValueError as exc:
+        raise HsisimInputError(f"{{max_lifetime_hours}}: {exc}") from None
+
+
 @prices_app.command("hazard")
 def hazard(
     file: Annotated[Path, typer.Argument(help="Lifetimes CSV: lifetime_hours, status (preempted = event).")],
     group_by: Annotated[str | None, typer.Option(help="Fit each value of this column, e.g. gpu_type, zone.")] = None,
-    fit: Annotated[str, typer.Option(help="exponential | weibull | both")] = "both",
+    fit: Annotated[str, typer.Option(help="exponential | weibull | bathtub | both (the first two) | all")] = "both",
+    max_lifetime: Annotated[str | None, typer.Option(help="Cap every law here, e.g. '24 h' (GCP preemptible).")]
+    = None,
     as_json: AsJson = False,
 ) -> None:
-    """Censored ML fits of observed lifetimes per group, 95 % intervals, LR test, a spot.hazard block to paste."""
+    """Censored ML fits of observed lifetimes per group: 95 % intervals, LR test, AIC, KS distance to
+    Kaplan–Meier, and a spot.hazard block to paste."""
     from hsisim.pricing.hazard_report import fit_hazards
 
-    report = guard(lambda: fit_hazards(path=file, group_by=group_by, fit=fit))
+    report = guard(lambda: fit_hazards(path=file, group_by=group_by, fit=fit,
+                                       max_lifetime_hours=_hours(max_lifetime)))
     if as_json:
         typer.echo(dumps(report))
         return

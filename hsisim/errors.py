@@ -8,7 +8,8 @@ import re
 # user reads "resume=True", the command line user "--resume" (the CLI renders it with ``cli_text``).
 _PARAM = re.compile(r"\{(\w+)(?:=([^{}]*))?\}")
 # Parameters whose command-line flag has another name.
-_FLAG_NAMES = {"overrides": "set", "sets": "set", "deadline_s": "deadline", "sweeps": "sweep"}
+_FLAG_NAMES = {"overrides": "set", "sets": "set", "deadline_s": "deadline", "sweeps": "sweep",
+               "max_lifetime_hours": "max_lifetime"}
 
 
 def _as_python(match: re.Match[str]) -> str:

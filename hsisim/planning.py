@@ -78,7 +78,8 @@ class Combination:
     def row(self) -> dict[str, Any]:
         df = self.results.df
         row: dict[str, Any] = {"settings": self.settings, "replicas": len(df)}
-        for m in ("wall_h", "cost_usd", "cost_per_useful_gpu_h", "eta", "interruptions"):
+        for m in ("wall_h", "cost_usd", "cost_per_useful_gpu_h", "eta", "interruptions", "on_demand_gpu_h",
+                  "switches"):
             row[m] = stats.describe(df[m].to_numpy(dtype=float))
         done = df["finished"].to_numpy(dtype=float) > 0
         ok = np.ones(len(df), dtype=bool)

@@ -20,7 +20,9 @@ from pydantic import PrivateAttr, ValidationError, model_validator
 from hsisim import yamlsafe
 from hsisim.errors import HsisimInputError
 from hsisim.sections import (
+    DEADLINE_POLICIES,
     AdvisorHazard,
+    AvailabilitySpec,
     CheckpointSpec,
     ClusterSpec,
     CostSpec,
@@ -39,7 +41,8 @@ from hsisim.sections import (
     _Section,
 )
 
-__all__ = ["AdvisorHazard", "CheckpointSpec", "ClusterSpec", "CostSpec", "DatasetSpec", "LifetimesHazard",
+__all__ = ["AdvisorHazard", "AvailabilitySpec", "CheckpointSpec", "ClusterSpec", "CostSpec", "DatasetSpec",
+           "LifetimesHazard",
            "LoaderSpec", "MemorySpec", "ModelSpec", "Origin", "OverheadSpec", "Price", "PriceTraceSpec", "Scenario",
            "SimulationSpec", "SpotSpec", "TimingsSpec", "TrainingSpec", "apply_overrides", "json_schema",
            "load_scenario", "parse_scenario", "validate_scenario"]
@@ -97,6 +100,18 @@ class Scenario(_Section):
         sp = self.cost.spot_price
         if sp is not None and sp.trace and self.cost.price_trace is None:
             raise HsisimInputError("spot_price 'trace' needs a cost.price_trace section", key="cost.spot_price")
+        return self._deadline_policy()
+
+    def _deadline_policy(self) -> Scenario:
+        if self.spot is None or self.spot.recovery not in DEADLINE_POLICIES:
+            return self
+        if self.simulation.deadline is None:
+            raise HsisimInputError(f"recovery {self.spot.recovery!r} steers by the deadline: set simulation.deadline",
+                                   key="spot.recovery")
+        if self.checkpoint.storage == "local_nvme":
+            raise HsisimInputError(f"recovery {self.spot.recovery!r} moves the job between nodes: its checkpoints "
+                                   "must outlive them (storage s3, ebs or fsx, not local_nvme)",
+                                   key="checkpoint.storage")
         return self
 
     @classmethod

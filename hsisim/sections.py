@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from hsisim import units
-from hsisim.distributions import Constant, Distribution, Empirical, Exponential, Gamma, LogNormal, Weibull
+from hsisim.distributions import Bathtub, Constant, Distribution, Empirical, Exponential, Gamma, LogNormal, Weibull
 from hsisim.errors import HsisimInputError
 from hsisim.fields import Bytes, Count, Flag, Number, Seconds
 
@@ -115,24 +115,41 @@ class LifetimesHazard(_Section):
 
     dist: Literal["lifetimes"]
     file: str
-    fit: Literal["exponential", "weibull"] = "weibull"
+    fit: Literal["exponential", "weibull", "bathtub", "empirical"] = "weibull"
     where: dict[str, str] = Field(default_factory=dict, description="keep rows whose columns equal these values")
 
 
 Hazard = Annotated[
-    Constant | Exponential | LogNormal | Weibull | Gamma | Empirical | AdvisorHazard | LifetimesHazard,
+    Constant | Exponential | LogNormal | Weibull | Gamma | Empirical | Bathtub | AdvisorHazard | LifetimesHazard,
     Field(discriminator="dist"),
 ]
 
 
+class AvailabilitySpec(_Section):
+    """Replayed spot capacity: how many instances of the cluster's type could be had, over time."""
+
+    trace: str = Field(description="spot-traces JSON (metadata.gap_seconds, data) or CSV (t_s or timestamp_utc, "
+                                   "available)")
+    offset: Seconds | None = Field(default=None, description="where every replica starts the replay (none: a "
+                                                             "random offset per replica)")
+
+
+DEADLINE_POLICIES = ("deadline_safety_net", "uniform_progress")
+
+
 class SpotSpec(_Section):
-    hazard: Hazard = Field(description="lifetime law of each spot node, from its boot")
+    hazard: Hazard | None = Field(default=None, description="lifetime law of each spot node, from its boot")
+    max_lifetime: Seconds | None = Field(default=None, gt=0, description="every spot node is reclaimed by this age")
+    availability: AvailabilitySpec | None = None
     correlated_rate_per_hour: Number = Field(default=0.0, ge=0, description="zone-wide reclaims of every spot node")
     notice: Seconds = 120.0
     replacement_delay: Distribution | None = None
-    recovery: Literal["restart", "elastic", "fallback_on_demand"] = "restart"
+    recovery: Literal["restart", "elastic", "fallback_on_demand", "deadline_safety_net", "uniform_progress"] = \
+        "restart"
     fallback_after: Count | None = Field(default=None, ge=1, description="interruptions before moving to on-demand")
     fallback_wait_limit: Seconds | None = Field(default=None, description="capacity wait that triggers on-demand")
+    hysteresis: Seconds | None = Field(default=None, description="uniform_progress: work ahead of the line "
+                                                                 "before returning to spot")
     bill_survivors: Flag = Field(default=True, description="surviving nodes stay billed while the job waits")
 
     @model_validator(mode="after")
@@ -145,6 +162,18 @@ class SpotSpec(_Section):
                                    "reclaim every node as it boots)", key="spot.hazard")
         return self
 
+
+    @model_validator(mode="after")
+    def _capacity(self) -> SpotSpec:
+        if self.hazard is None and self.availability is None:
+            raise HsisimInputError("give a lifetime law ('hazard'), an availability trace ('availability'), or both",
+                                   key="spot.hazard")
+        if self.availability is not None and self.replacement_delay is not None:
+            raise HsisimInputError("with an availability trace a replacement waits until the trace shows capacity; "
+                                   "remove replacement_delay", key="spot.replacement_delay")
+        if self.hysteresis is not None and self.recovery != "uniform_progress":
+            raise HsisimInputError("'hysteresis' only applies to recovery 'uniform_progress'", key="spot.hysteresis")
+        return self
 
 class CheckpointSpec(_Section):
     policy: Literal["none", "fixed", "young", "daly", "optimal", "on_notice"] = "none"

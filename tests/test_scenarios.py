@@ -112,3 +112,24 @@ def test_header_comments_state_what_the_scenario_resolves_to(name: str) -> None:
     for kind, stated in claims.items():
         truth, tolerance = checks[kind]
         assert abs(truth - stated) <= tolerance * abs(truth) + 1e-9, (name, kind, stated, truth)
+
+
+def test_trace_capacity_costs_the_spot_job_waits_and_idle_survivors() -> None:
+    trace, spot = _results("spot_trace_8x"), _results("spot_8x")
+    assert trace.df["t_overhead_h"].mean() > spot.df["t_overhead_h"].mean() + 1  # outages last hours
+    assert trace.df["interruptions"].mean() > 1 and trace.df["cost_idle_usd"].mean() > 0
+    assert (trace.df["on_demand_gpu_h"] == 0).all() and (trace.df["switches"] == 0).all()
+
+
+def test_the_safety_net_meets_the_deadline_on_the_trace() -> None:
+    res = _results("deadline_8x")
+    assert res.summary()["p_deadline"] == 1.0
+    assert res.df["on_demand_gpu_h"].mean() > 0 and res.df["spot_gpu_h"].mean() > 0
+
+
+def test_gcp_preemptible_nodes_never_outlive_the_cap() -> None:
+    res = _results("gcp_preemptible_24h")
+    spot = res.spec.spot
+    assert spot is not None and spot.lifetime is not None
+    assert float(np.max(spot.lifetime.sample(np.random.default_rng(0), 100_000))) <= 24 * 3600
+    assert res.df["interruptions"].mean() >= 1

@@ -192,6 +192,8 @@ def test_fallback_moves_to_on_demand() -> None:
     assert ((df["fell_back"] == 1) == (df["interruptions"] >= 1)).all()
     assert df["interruptions"].max() <= 2  # two nodes can be reclaimed at the same instant at most
     assert 0 < df["fell_back"].mean() < 1
+    assert (df["switches"] == df["fell_back"]).all()  # one move to on-demand, for good
+    assert ((df["on_demand_gpu_h"] > 0) == (df["fell_back"] == 1)).all()
 
 
 def test_emergency_checkpoint_on_notice_saves_work() -> None:

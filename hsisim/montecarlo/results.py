@@ -19,7 +19,8 @@ from hsisim.sim.stepmodel import StepModel
 SUMMARY_METRICS = ("wall_h", "t_compute_h", "t_data_h", "t_comm_h", "t_stall_h", "t_recover_h", "t_overhead_h",
                    "eta", "cost_usd", "useful_gpu_h", "billed_gpu_h", "cost_per_useful_gpu_h", "interruptions",
                    "checkpoints", "spot_node_h", "cost_compute_usd", "cost_data_usd", "cost_comm_usd", "cost_stall_usd",
-                   "cost_recover_usd", "cost_overhead_usd", "cost_idle_usd", "cost_storage_usd", "cost_egress_usd")
+                   "cost_recover_usd", "cost_overhead_usd", "cost_idle_usd", "cost_storage_usd", "cost_egress_usd",
+                   "spot_gpu_h", "on_demand_gpu_h", "switches")
 
 
 @dataclass
@@ -68,10 +69,22 @@ class Results:
         out["on_demand_usd_per_gpu_h"] = job.on_demand_usd_per_node_hour / job.gpus_per_node
         if self.stopping is not None:
             out["stopping"] = self.stopping
-        out["notes"] = list(self.notes)
+        out["notes"] = [*self.notes, *self._trace_notes()]
         out["assumptions"] = assumptions(self.scenario, self.spec)
         out["warnings"] = scenario_warnings(self.scenario)
         return out
+
+    def _trace_notes(self) -> list[str]:
+        """Say so when replicas outlived the availability trace they replay (it wraps around)."""
+        spot = self.spec.spot
+        capacity = spot.availability if spot is not None else None
+        if capacity is None:
+            return []
+        longer = float((self.df["wall_h"] * 3600 > capacity.span).mean())
+        if longer == 0:
+            return []
+        return [f"the availability trace spans {capacity.span / 3600:,.1f} h: {longer:.0%} of replicas ran longer "
+                "and replayed it from its start again (wrap-around)"]
 
     def manifest(self) -> dict[str, Any]:
         """Version, seed, replica count, scenario hash, calibration fingerprint and the step model."""

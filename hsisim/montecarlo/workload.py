@@ -83,7 +83,7 @@ def _interruptions(prep: Any, every: int | None) -> float:
     delta = job.ckpt_write_s if every else 0.0
     oh = spec.overhead
     down = oh.start_s + oh.rendezvous_s + job.ckpt_restore_s
-    down += spot.replacement.mean if spot.replacement is not None else 0.0
+    down += spot.replacement.mean if spot.replacement is not None else spot.capacity_wait_mean_s
     try:
         wall = (work / max(tau, 1e-9)) * (1 / lam + down) * math.expm1(lam * (tau + delta))
     except OverflowError:

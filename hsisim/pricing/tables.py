@@ -63,14 +63,21 @@ def print_hazard_report(report: dict[str, Any], console: Console) -> None:
                       f"{g['exposure_hours']:.4g} h exposure")
         if g["note"]:
             console.print(f"  {g['note']}")
-        if not (g["exponential"] or g["weibull"]):
+        if not g.get("comparison"):
             continue
         console.print(_fit_table(g))
+        if len(g["comparison"]) > 1:
+            cap = g.get("max_lifetime_hours")
+            console.print("  by AIC" + (f", every law capped at {cap:g} h" if cap else "") + "; KS = sup |F − F_KM|")
+            console.print(_comparison_table(g))
         lr = g["likelihood_ratio"]
         if lr:
             console.print(f"  LR (exponential = Weibull k=1): 2Δll = {lr['statistic']:.4g}, "
                           f"p = {lr['p_value']:.3g} → {g['preferred']}")
-        console.print(f"  spot:\n    hazard: {g['spot_hazard']}")
+        # the block is pasted into a scenario: never wrapped
+        console.print(f"  spot:\n    hazard: {g['spot_hazard']}", soft_wrap=True)
+        if g.get("spot_max_lifetime"):
+            console.print(f"    max_lifetime: {g['spot_max_lifetime']}", soft_wrap=True)
 
 
 def _fit_table(g: dict[str, Any]) -> Table:
@@ -86,4 +93,20 @@ def _fit_table(g: dict[str, Any]) -> Table:
         t.add_row("Weibull", f"shape {_g(w['shape'])}", _ci(w["shape_ci95"]), f"{_g(w['mean_hours'])} h",
                   f"{w['aic']:.2f}")
         t.add_row("", f"scale {_g(w['scale_hours'])} h", _ci(w["scale_hours_ci95"], " h"), "", "")
+    b = g.get("bathtub")
+    if b:
+        t.add_row("bathtub", f"a {_g(b['a'])}", "", f"{_g(b['mean_hours'])} h", f"{b['aic']:.2f}")
+        t.add_row("", f"tau1 {_g(b['tau1_hours'])} h, tau2 {_g(b['tau2_hours'])} h", "", "", "")
+        t.add_row("", f"b {_g(b['b_hours'])} h", "", "", "")
+    return t
+
+
+def _comparison_table(g: dict[str, Any]) -> Table:
+    """The laws by AIC, with their distance to the Kaplan–Meier estimate."""
+    t = Table(box=None, padding=(0, 1, 0, 2))
+    for name in ("law", "k", "log-lik", "ΔAIC", "KS"):
+        t.add_column(name, justify="left" if name == "law" else "right", no_wrap=True)
+    for c in g["comparison"]:
+        t.add_row(c["family"], str(c["parameters"]), f"{c['log_likelihood']:.2f}", f"{c['delta_aic']:.2f}",
+                  f"{c['ks_distance']:.3f}")
     return t

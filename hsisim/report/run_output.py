@@ -147,6 +147,9 @@ def _details(s: dict[str, Any], console: Console) -> None:
     h.add_row("mean cost, 95 % CI", f"{usd(m['cost_usd']['mean'])} [{lo:,.2f}, {hi:,.2f}]")
     h.add_row("useful / billed GPU-hours", f"{m['useful_gpu_h']['mean']:,.1f} / {m['billed_gpu_h']['mean']:,.1f}")
     h.add_row("checkpoints / interruptions", f"{m['checkpoints']['mean']:,.1f} / {m['interruptions']['mean']:,.2f}")
+    if m.get("on_demand_gpu_h", {}).get("mean") and m.get("spot_gpu_h", {}).get("mean"):  # a job on both markets
+        h.add_row("spot / on-demand GPU-hours, switches", f"{m['spot_gpu_h']['mean']:,.1f} / "
+                  f"{m['on_demand_gpu_h']['mean']:,.1f}, {m['switches']['mean']:,.2f}")
     if s.get("p_finished", 1.0) < 1.0:
         h.add_row("[red]replicas that never finished[/red]", f"{1 - s['p_finished']:.1%} (simulation.max_wall)")
     if "stopping" in s:

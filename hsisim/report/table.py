@@ -65,8 +65,10 @@ def _plan_table(rows: list[dict[str, Any]], res: dict[str, Any], wide: bool) -> 
     cols += [("T P90 h", lambda r: f"{r['wall_h']['p90']:.1f}")]
     cols += [("$ P50", lambda r: f"{r['cost_usd']['p50']:,.0f}")] if wide else []
     cols += [("$ P90", lambda r: f"{r['cost_usd']['p90']:,.0f}"),
-             ("$/GPU-h", lambda r: f"{r['cost_per_useful_gpu_h']['mean']:,.2f}"),
-             ("P($≤B)", lambda r: f"{r['p_budget']:.0%}" if "p_budget" in r else "-"),
+             ("$/GPU-h", lambda r: f"{r['cost_per_useful_gpu_h']['mean']:,.2f}")]
+    if any(r.get("on_demand_gpu_h", {}).get("mean") for r in rows):  # a policy moves the job to on-demand
+        cols += [("OD GPU-h", lambda r: f"{r['on_demand_gpu_h']['mean']:,.1f}")]
+    cols += [("P($≤B)", lambda r: f"{r['p_budget']:.0%}" if "p_budget" in r else "-"),
              ("P(T≤D)", lambda r: f"{r['p_deadline']:.0%}" if "p_deadline" in r else "-")]
     for name, _ in cols:
         t.add_column(name, justify="right")

@@ -43,7 +43,7 @@ def resolve(sc: Scenario, *, allow_code: bool = False) -> RunSpec:
         overhead=Overheads(oh.queue, oh.boot, oh.image_pull, oh.init, oh.rendezvous),
         billing=Billing(cost.min_billed, cost.storage_usd_per_gb_month, cost.egress, cost.egress_usd_per_gb),
         spot=spot,
-        fidelity=sc.simulation.fidelity, max_wall_s=sc.simulation.max_wall)
+        fidelity=sc.simulation.fidelity, max_wall_s=sc.simulation.max_wall, deadline_s=sc.simulation.deadline)
 
 
 def resolve_job(sc: Scenario, *, nodes: int | None = None, allow_code: bool = False) -> Job:

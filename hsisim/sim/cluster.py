@@ -24,7 +24,7 @@ class Cluster:
     """Nodes with their own interruption clocks, correlated reclaim events, and per-node prices."""
 
     def __init__(self, job: Job, spot: SpotSetup | None, min_billed_s: float, life_seed: np.random.SeedSequence,
-                 rng_corr: np.random.Generator, rng_trace: np.random.Generator) -> None:
+                 rng_corr: np.random.Generator, rng_trace: np.random.Generator, rng_avail: np.random.Generator) -> None:
         self.job, self.spot, self.min_billed = job, spot, min_billed_s
         self.life_seed, self.rng_corr = life_seed, rng_corr
         self.nodes: list[Node] = []
@@ -32,6 +32,11 @@ class Cluster:
         self.od_price = job.on_demand_usd_per_node_hour
         self.trace_offset = float(rng_trace.uniform(0, spot.trace.span)) if spot and spot.trace else 0.0
         self.next_correlated = self._draw_correlated(0.0)
+        self.capacity = spot.availability if spot is not None else None
+        self.capacity_offset = 0.0
+        if spot is not None and self.capacity is not None:
+            fixed = spot.availability_offset_s
+            self.capacity_offset = fixed if fixed is not None else float(rng_avail.uniform(0, self.capacity.span))
 
     # -- capacity ------------------------------------------------------------------------------
     def _draw_correlated(self, now: float) -> float:
@@ -49,7 +54,8 @@ class Cluster:
         (stream,) = self.life_seed.spawn(1)
         if spot:
             assert self.spot is not None
-            reclaim = t + float(self.spot.lifetime.sample(np.random.default_rng(stream)))
+            if self.spot.lifetime is not None:
+                reclaim = t + float(self.spot.lifetime.sample(np.random.default_rng(stream)))
         node = Node(rank, spot, t, reclaim)
         self.nodes.append(node)
         return node
@@ -66,10 +72,37 @@ class Cluster:
             self.next_correlated = self._draw_correlated(now)
         live = self.alive()
         t_node = min((n.reclaim for n in live), default=math.inf)
+        if self.capacity is not None:
+            t_cap, taken = self._capacity_loss(now, live)
+            if t_cap < min(t_node, self.next_correlated):
+                return t_cap, taken, False
         if self.next_correlated < t_node:
             victims = [n for n in live if n.spot]
             return self.next_correlated, victims, True
         return t_node, [n for n in live if n.reclaim == t_node], False
+
+    def _capacity_loss(self, now: float, live: list[Node]) -> tuple[float, list[Node]]:
+        """The next time the availability trace falls below the spot nodes holding capacity, and the nodes it
+        takes: the most recently launched first (a replacement that has not started yet holds none)."""
+        assert self.capacity is not None
+        spot = [n for n in live if n.spot]
+        bounds = [now, *sorted({n.start for n in spot if n.start > now})]
+        for i, a in enumerate(bounds):
+            b = bounds[i + 1] if i + 1 < len(bounds) else math.inf
+            using = [n for n in spot if n.start <= a]
+            if not using:
+                continue
+            t, level = self.capacity.next_below(self.capacity_offset, a, len(using))
+            if t < b:
+                newest = sorted(using, key=lambda n: (n.start, n.rank), reverse=True)
+                return t, newest[:len(using) - level]
+        return math.inf, []
+
+    def capacity_wait(self, now: float, needed: int) -> float:
+        """Seconds from ``now`` until the availability trace holds ``needed`` spot instances (0 without a trace)."""
+        if self.capacity is None or needed <= 0:
+            return 0.0
+        return self.capacity.next_at_least(self.capacity_offset, now, needed) - now
 
     def consume(self, correlated: bool, now: float) -> None:
         if correlated:

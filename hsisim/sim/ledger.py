@@ -31,6 +31,7 @@ class Ledger:
     useful_gpu_s: float = 0.0
     billed_node_seconds: float = 0.0
     spot_node_seconds: float = 0.0
+    on_demand_node_seconds: float = 0.0
 
     def add_time(self, term: str, seconds: float) -> None:
         self.time[term] += seconds

@@ -23,6 +23,9 @@ class ReplicaResult:
     checkpoints: int
     fell_back: bool = False
     finished: bool = True
+    spot_gpu_h: float = 0.0  # GPU-hours of spot nodes, launch to termination (unrounded)
+    on_demand_gpu_h: float = 0.0  # GPU-hours of on-demand nodes, launch to termination (unrounded)
+    switches: int = 0  # moves of the job between spot and on-demand capacity
 
     @property
     def cost(self) -> float:
@@ -44,4 +47,7 @@ class ReplicaResult:
         out["checkpoints"] = self.checkpoints
         out["fell_back"] = float(self.fell_back)
         out["finished"] = float(self.finished)
+        out["spot_gpu_h"] = self.spot_gpu_h
+        out["on_demand_gpu_h"] = self.on_demand_gpu_h
+        out["switches"] = self.switches
         return out

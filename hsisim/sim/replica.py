@@ -24,7 +24,7 @@ from hsisim.sim.cluster import Cluster, Node
 from hsisim.sim.ledger import Ledger
 from hsisim.sim.policy import every_steps
 from hsisim.sim.records import ReplicaResult
-from hsisim.sim.recovery import STRATEGIES, Elastic, Restart
+from hsisim.sim.recovery import STRATEGIES, Restart
 from hsisim.sim.restore import Ckpt, RestorePoints
 from hsisim.sim.sources import StepSource, StepwiseSource, TwoLevelSource
 from hsisim.sim.spec import Job, RunSpec
@@ -61,12 +61,13 @@ class Replica:
         self.env = simpy.Environment()
         self.ledger = Ledger()
         self.cluster = Cluster(spec.job, spec.spot, spec.billing.min_billed_s, self.streams.lifetimes,
-                               self.streams.correlated, self.streams.trace)
+                               self.streams.correlated, self.streams.trace, self.streams.availability)
         self.every = every_steps(spec.checkpoint, spec.job, model, spec.spot)
         self.restore = RestorePoints()
         self.recovery: Restart = STRATEGIES[spec.spot.recovery if spec.spot else "restart"](self)
-        self.checkpoints = self.interruptions = 0
+        self.checkpoints = self.interruptions = self.switches = 0  # switches: moves between spot and on-demand
         self.fell_back = self.finished = False
+        self.started_at = 0.0  # when capacity was granted (the end of the queue wait)
         self.cold = True  # the next block starts with an empty loader (first epoch / after a restart)
         self._noticed = math.nan  # the reclaim whose notice was already handled
         self._events = 0
@@ -122,6 +123,8 @@ class Replica:
             self.ledger.add_money("overhead", extra)
             if n.spot:
                 self.ledger.spot_node_seconds += t - n.start
+            else:
+                self.ledger.on_demand_node_seconds += t - n.start
         if reclaimed:
             self.interruptions += len(nodes)
 
@@ -179,9 +182,11 @@ class Replica:
             self.note("gave up: simulation.max_wall reached in the queue")
             return
         self.note("capacity granted")
-        n_spot = spec.spot.spot_nodes if spec.spot else 0
-        for rank in range(job.nodes):
-            self.cluster.launch(self.env.now, rank, spot=rank >= job.nodes - n_spot)
+        self.started_at = self.env.now
+        yield from self.recovery.start()  # launch every node (after the capacity a trace asks for)
+        if self.give_up():
+            self.note("gave up: simulation.max_wall reached waiting for spot capacity")
+            return
         step = yield from self.bring_up(first=True)
         while step < job.total_steps and not self.give_up():
             step, loss = yield from self._train(step)
@@ -206,30 +211,32 @@ class Replica:
             t_loss, nodes, corr = self.cluster.next_loss(self.env.now)
             notice_at = t_loss - spot.notice_s if on_notice and spot and self._noticed != t_loss else math.inf
             join_at = self.recovery.join_at()
+            switch_at = self.recovery.switch_at(step)  # a deadline-aware move between spot and on-demand
             epoch, pos = divmod(step, job.steps_per_epoch)
             span = EPOCHS_PER_BLOCK if isinstance(self.source, TwoLevelSource) else 1
             end = min(job.total_steps, (epoch + span) * job.steps_per_epoch)
-            step, cut = yield from self._block(step, end, pos == 0 or self.cold, soft=min(notice_at, join_at),
-                                               hard=min(t_loss, limit))
+            step, cut = yield from self._block(step, end, pos == 0 or self.cold,
+                                               soft=min(notice_at, join_at, switch_at), hard=min(t_loss, limit))
             if cut is None:
                 continue
             if cut == "hard" and t_loss > limit:  # stopped by simulation.max_wall, not by a reclaim
                 return step, None
-            if cut == "soft" and join_at <= notice_at:
-                assert isinstance(self.recovery, Elastic)
-                yield from self.recovery.grow(step)
+            lost: Loss | None = None
+            if cut == "soft" and switch_at <= min(notice_at, join_at):
+                step, lost = yield from self.recovery.switch(step)
+            elif cut == "soft" and join_at <= notice_at:
+                lost = yield from self.recovery.grow(step)
             elif cut == "soft":
                 self._noticed = t_loss
                 yield from self._emergency(step, t_loss)
-            elif all(not n.up for n in nodes) and not corr:
+            elif self.recovery.absorbs(nodes, corr):
                 # a booting replacement was reclaimed before it joined: training goes on
-                assert isinstance(self.recovery, Elastic)
-                self.cluster.consume(corr, t_loss)
-                self.end_nodes(nodes, t_loss, reclaimed=True)
-                self.recovery.request_replacement(nodes[0].rank)
+                self.recovery.joiner_lost(nodes, t_loss, corr)
             else:
                 self.cluster.consume(corr, t_loss)
                 return step, Loss(t_loss, nodes, corr)
+            if lost is not None:
+                return step, lost
         return step, None
 
     def _block(self, start: int, end: int, opens_epoch: bool, soft: float, hard: float) -> Proc:
@@ -310,9 +317,11 @@ class Replica:
         self._bill_storage(end)
         led.money["egress"] += billing.egress_bytes / 1e9 * billing.egress_usd_per_gb
         billed = led.billed_node_seconds * self.job.gpus_per_node / 3600.0
+        gpus = self.job.gpus_per_node / 3600.0
         return ReplicaResult(self.index, end, dict(led.time), dict(led.money), led.useful_gpu_s / 3600.0, billed,
                              led.spot_node_seconds / 3600.0, self.interruptions, self.checkpoints, self.fell_back,
-                             self.finished)
+                             self.finished, led.spot_node_seconds * gpus, led.on_demand_node_seconds * gpus,
+                             self.switches)
 
     def _bill_storage(self, end: float) -> None:
         """Each persisted checkpoint is kept until ``keep_last`` newer ones exist, or the job ends."""

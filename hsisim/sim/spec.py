@@ -81,15 +81,28 @@ class PriceCurve(Protocol):
     def integral(self, offset: float, a: float, b: float) -> float: ...
 
 
+class Capacity(Protocol):
+    """Replayed spot capacity: instances available at simulated time t of a replay from trace time ``offset``."""
+
+    @property
+    def span(self) -> float: ...
+
+    def available(self, offset: float, t: float) -> int: ...
+
+    def next_below(self, offset: float, t: float, n: int) -> tuple[float, int]: ...
+
+    def next_at_least(self, offset: float, t: float, n: int) -> float: ...
+
+
 @dataclass(frozen=True)
 class SpotSetup:
     """Spot capacity as the run-level simulation needs it (seconds, USD)."""
 
-    lifetime: Sampler  # one spot node's lifetime from boot
+    lifetime: Sampler | None  # one spot node's lifetime from boot (None: only the availability trace reclaims)
     correlated_rate_per_s: float  # zone-wide reclaims of every spot node
     notice_s: float
     replacement: Sampler | None  # the wait for replacement capacity (None: immediate)
-    recovery: str  # restart | elastic | fallback_on_demand
+    recovery: str  # restart | elastic | fallback_on_demand | deadline_safety_net | uniform_progress
     fallback_after: int | None
     fallback_wait_limit_s: float | None
     bill_survivors: bool
@@ -98,6 +111,10 @@ class SpotSetup:
     fit: Any | None  # the hazard fit behind a data-driven lifetime law (reported, not simulated)
     trace: PriceCurve | None
     trace_scale: float  # trace price × scale = price of this scenario's instance
+    availability: Capacity | None = None  # replayed capacity: reclaims when it falls below the spot nodes in use
+    availability_offset_s: float | None = None  # where every replica starts the replay (None: random per replica)
+    capacity_wait_mean_s: float = 0.0  # mean wait for capacity after a trace reclaim (for work estimates)
+    hysteresis_s: float | None = None  # uniform_progress: work ahead of the line before returning to spot
 
 
 @dataclass(frozen=True)
@@ -157,6 +174,7 @@ class RunSpec:
     spot: SpotSetup | None = None
     fidelity: str = "two_level"  # two_level | step
     max_wall_s: float = 90 * 86400.0  # a replica still running is stopped and counted unfinished
+    deadline_s: float | None = None  # from submission; the deadline-aware recovery policies steer by it
 
     @property
     def notes(self) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-NAMES = ("queue", "steps", "lifetimes", "correlated", "delays", "trace")
+NAMES = ("queue", "steps", "lifetimes", "correlated", "delays", "trace", "availability")
 
 
 @dataclass(frozen=True)
@@ -23,10 +23,11 @@ class Streams:
     correlated: np.random.Generator  # zone-wide reclaim events
     delays: np.random.Generator  # waits for replacement capacity
     trace: np.random.Generator  # the offset at which a price trace is replayed
+    availability: np.random.Generator  # the offset at which an availability trace is replayed
 
     @classmethod
     def spawn(cls, seed: np.random.SeedSequence) -> Streams:
         """The streams of the replica whose seed is ``seed``."""
-        queue, steps, lifetimes, correlated, delays, trace = seed.spawn(len(NAMES))
+        queue, steps, lifetimes, correlated, delays, trace, availability = seed.spawn(len(NAMES))
         rng = np.random.default_rng
-        return cls(rng(queue), rng(steps), lifetimes, rng(correlated), rng(delays), rng(trace))
+        return cls(rng(queue), rng(steps), lifetimes, rng(correlated), rng(delays), rng(trace), rng(availability))
