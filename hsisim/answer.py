@@ -45,6 +45,22 @@ def _means(res: Results) -> dict[str, Any]:
     return out
 
 
+LEVERS_BUDGET_S = 20.0  # the most the lever runs may add to ``hsisim run`` (estimated)
+FAST_WHAT_IFS = 4  # diagnose's fast mode: two fixes of each of the two largest bottlenecks
+
+
+def levers_cost(res: Results, processes: int) -> float:
+    """Estimated seconds of the lever runs (the baseline and up to four what-ifs of diagnose's fast
+    mode) on ``processes`` processes, from the work estimate of one of the run's replicas."""
+    from types import SimpleNamespace
+
+    from hsisim.montecarlo import workload
+    from hsisim.report.diagnose import FAST_REPLICAS
+
+    per = workload.estimate(SimpleNamespace(job=res.spec.job, model=res.step_model, spec=res.spec)).seconds
+    return per * FAST_REPLICAS * (1 + FAST_WHAT_IFS) / max(1, min(processes, FAST_REPLICAS))
+
+
 def levers(res: Results, *, n: int = 2, executor: str = "local", workers: int | None = None) -> list[dict[str, Any]]:
     """The ``n`` biggest levers of the run's scenario (``hsisim diagnose``'s fast mode: what-if runs with
     the same seeds), each with its overrides and its effect on wall time, cost and η."""

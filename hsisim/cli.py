@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -136,9 +137,15 @@ def run(
             summary["on_demand_comparison"] = guard(lambda: on_demand_twin(results, executor=executor,
                                                                            workers=workers))
         if levers:
+            from hsisim.answer import LEVERS_BUDGET_S, levers_cost
             from hsisim.answer import levers as biggest
 
-            summary["levers"] = guard(lambda: biggest(results, executor=executor, workers=workers))
+            procs = 1 if executor == "inline" else workers or os.cpu_count() or 1
+            if (cost := levers_cost(results, procs)) <= LEVERS_BUDGET_S:
+                summary["levers"] = guard(lambda: biggest(results, executor=executor, workers=workers))
+            else:
+                summary["levers_skipped"] = (f"the what-if runs would take about {cost / 60:.0f} min here; "
+                                             "hsisim diagnose runs them")
     except KeyboardInterrupt:
         interrupted(out, f"hsisim run {scenario}")
     if as_json:

@@ -99,6 +99,17 @@ def test_run_json_compares_with_the_same_job_on_demand_and_says_what_it_assumed(
     assert "on_demand_comparison" not in twin
     # the biggest levers, each reproducible with its overrides (hsisim diagnose measures their effect)
     assert 1 <= len(data["levers"]) <= 2 and all(lv["overrides"] for lv in data["levers"])
+    assert "levers_skipped" not in data
+
+
+def test_levers_that_would_take_minutes_are_named_not_run() -> None:
+    # a checkpoint after every step: ~1 s a replica, so diagnose's 5 × 16 what-if replicas would take a minute
+    code, out, err = _run("run", SPOT, "--replicas", "2", "--json", "--workers", "1", "--no-compare",
+                          "--set", "checkpoint={policy: fixed, every_steps: 1}")
+    assert code == 0, err
+    data = json.loads(out)
+    assert "levers" not in data and "hsisim diagnose" in data["levers_skipped"]
+    assert "min here" in data["levers_skipped"]
 
 
 def test_warnings_for_assumptions_a_user_likely_did_not_mean() -> None:

@@ -88,7 +88,7 @@ CORPUS = [
     Case("ten-million-replicas", ["run", SPOT, "--set", "simulation.replicas=10000000"], says="--replicas"),
     Case("many-workers", ["run", SPOT, "--replicas", "4", "--workers", "1000", "--json"], expect="ok"),
     Case("every-step-4-replicas", ["run", SPOT, "--replicas", "4", "--workers", "1", "--json", "--set",
-                                   "checkpoint={policy: fixed, every_steps: 1}"], expect="ok"),
+                                   "checkpoint={policy: fixed, every_steps: 1}"], expect="ok", says="levers_skipped"),
     Case("endless-queue", ["run", SPOT, "--replicas", "4", "--workers", "1", "--json", "--set",
                            "overhead.queue={dist: constant, value: 1e20 s}"], expect="ok", says='"p_finished": 0.0'),
     Case("endless-replacement", ["run", SPOT, "--replicas", "4", "--workers", "1", "--json", "--set",

@@ -36,7 +36,7 @@ def _say(console: Console, text: str, indent: int = 2) -> None:
 def print_run(summary: dict[str, Any], console: Console) -> None:
     """The whole output of ``hsisim run`` from its ``--json`` object."""
     _answer(summary, console)
-    _levers(summary.get("levers") or [], console)
+    _levers(summary.get("levers") or [], summary.get("levers_skipped"), console)
     _assumed(summary, console)
     for w in summary.get("warnings", []):
         _say(console, f"[bold yellow]warning:[/bold yellow] {w}", 0)
@@ -76,7 +76,9 @@ def _answer(s: dict[str, Any], console: Console) -> None:
                       f"per GPU-hour; η = {m['eta']['mean']:.2f} of the hours are compute)")
 
 
-def _levers(levers: list[dict[str, Any]], console: Console) -> None:
+def _levers(levers: list[dict[str, Any]], skipped: str | None, console: Console) -> None:
+    if skipped:
+        _say(console, f"Biggest levers: not simulated ({skipped})")
     if not levers:
         return
     console.print("[bold]Biggest levers[/bold] (what-if runs with the same seeds; hsisim diagnose for all):")

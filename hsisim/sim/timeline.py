@@ -26,24 +26,17 @@ def timeline(t0: float, dur: np.ndarray, is_ck: np.ndarray, block: float, persis
     if persist_s is None:
         persist[idx] = ck_end[idx]
         return seg_end, ck_end, blocked, persist, persist_end
-    p = ck_end[idx] + persist_s
-    previous = np.concatenate(([persist_end], p[:-1]))
-    if np.all(previous <= seg_end[idx]):
-        persist[idx] = p
-        return seg_end, ck_end, blocked, persist, float(p[-1])
-    # some snapshot waits for the previous persist: walk the segments one by one
-    t = t0
-    for i in range(len(dur)):
-        t += float(dur[i])
-        seg_end[i] = t
-        if is_ck[i]:
-            wait = max(0.0, persist_end - t)
-            blocked[i] = wait + block
-            t += blocked[i]
-            persist_end = t + persist_s
-            persist[i] = persist_end
-        ck_end[i] = t
-    return seg_end, ck_end, blocked, persist, persist_end
+    # a snapshot waits for the persist its predecessor started as it ended (the first, for the one
+    # still running at t0): it waits for whatever part of it the training since then did not cover
+    trained = np.diff(np.concatenate(([0.0], np.cumsum(dur)[idx])))
+    ready = np.concatenate(([persist_end - t0], np.full(len(idx) - 1, persist_s)))
+    wait = np.maximum(ready - trained, 0.0)
+    if np.any(wait > 0):
+        blocked[idx] += wait
+        ck_end = t0 + np.cumsum(dur + blocked)
+        seg_end = ck_end - blocked
+    persist[idx] = ck_end[idx] + persist_s
+    return seg_end, ck_end, blocked, persist, float(persist[idx[-1]])
 
 
 def step_boundary(t: float, t0: float, ns: np.ndarray, dur: np.ndarray, seg_end: np.ndarray,
