@@ -61,7 +61,27 @@ def levers_cost(res: Results, processes: int) -> float:
     return per * FAST_REPLICAS * (1 + FAST_WHAT_IFS) / max(1, min(processes, FAST_REPLICAS))
 
 
-def levers(res: Results, *, n: int = 2, executor: str = "local", workers: int | None = None) -> list[dict[str, Any]]:
+def extras(res: Results, *, compare: bool, levers: bool, executor: str = "local",
+           workers: int | None = None) -> dict[str, Any]:
+    """What ``hsisim run`` adds to a run's summary: the on-demand comparison (``compare``) and the
+    biggest levers (``levers``), or why they were not simulated (``levers_skipped``)."""
+    import os
+
+    out: dict[str, Any] = {}
+    if compare:
+        out["on_demand_comparison"] = on_demand_twin(res, executor=executor, workers=workers)
+    if levers:
+        procs = 1 if executor == "inline" else workers or os.cpu_count() or 1
+        if (cost := levers_cost(res, procs)) <= LEVERS_BUDGET_S:
+            out["levers"] = biggest_levers(res, executor=executor, workers=workers)
+        else:
+            out["levers_skipped"] = (f"the what-if runs would take about {cost / 60:.0f} min here; "
+                                     "hsisim diagnose runs them")
+    return out
+
+
+def biggest_levers(res: Results, *, n: int = 2, executor: str = "local",
+                   workers: int | None = None) -> list[dict[str, Any]]:
     """The ``n`` biggest levers of the run's scenario (``hsisim diagnose``'s fast mode: what-if runs with
     the same seeds), each with its overrides and its effect on wall time, cost and η."""
     from hsisim.report.diagnose import diagnose

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -131,21 +130,10 @@ def run(
     try:
         results = guard(go)
         summary = results.summary()
-        if compare:
-            from hsisim.answer import on_demand_twin
+        from hsisim.answer import extras
 
-            summary["on_demand_comparison"] = guard(lambda: on_demand_twin(results, executor=executor,
-                                                                           workers=workers))
-        if levers:
-            from hsisim.answer import LEVERS_BUDGET_S, levers_cost
-            from hsisim.answer import levers as biggest
-
-            procs = 1 if executor == "inline" else workers or os.cpu_count() or 1
-            if (cost := levers_cost(results, procs)) <= LEVERS_BUDGET_S:
-                summary["levers"] = guard(lambda: biggest(results, executor=executor, workers=workers))
-            else:
-                summary["levers_skipped"] = (f"the what-if runs would take about {cost / 60:.0f} min here; "
-                                             "hsisim diagnose runs them")
+        summary |= guard(lambda: extras(results, compare=compare, levers=levers, executor=executor,
+                                        workers=workers))
     except KeyboardInterrupt:
         interrupted(out, f"hsisim run {scenario}")
     if as_json:
