@@ -100,7 +100,7 @@ CONFIGS = {  # (workers, __getitem__ work, model width)
 }
 
 
-@pytest.mark.slow
+@pytest.mark.measured
 @pytest.mark.parametrize("config", list(CONFIGS.values()), ids=list(CONFIGS))
 def test_validate_loader_configurations_step_within_10_percent_wait_within_5_points(
         project: Path, config: tuple[int, int, int]) -> None:
