@@ -153,6 +153,8 @@ def _vertex(x: np.ndarray, y: np.ndarray) -> float:
     if i == 0 or i == len(x) - 1:
         return float(x[i])
     xs, ys = x[i - 1:i + 2], y[i - 1:i + 2]
+    if not np.isfinite(ys).all():  # a neighbour whose replicas never finish: no parabola
+        return float(x[i])
     a, b, _ = np.polyfit(xs, ys, 2)
     if a <= 0:
         return float(x[i])

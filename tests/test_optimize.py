@@ -75,3 +75,24 @@ def test_policy_optimal_runs_with_the_optimised_interval() -> None:
     sc = parse_scenario(DALY, ["checkpoint.policy=optimal", "training.steps=14400"])
     res = simulate(sc, replicas=20, executor="inline")
     assert (res.df["checkpoints"] > 0).all() and (res.df["finished"] == 1).all()
+
+
+
+def test_an_interval_whose_replicas_never_finish_is_shown_as_such() -> None:
+    # gcp_preemptible_24h at its default 200 replicas: at a 23 h interval some replica never keeps any
+    # work before its VM's 24 h cap, so the interval's mean is infinite (null in the JSON)
+    import io
+
+    from rich.console import Console
+
+    from hsisim.report.table import print_optimize
+
+    optimal = {"interval_min": 41.4, "mean": 0.92, "ci95_halfwidth": 0.003}
+    res = json.loads(json.dumps({
+        "objective": "cost", "replicas": 200, "optimal_interval_min": 41.4, "ci95_min": [40.2, 42.0],
+        "young_interval_min": 44.8, "daly_interval_min": 43.5, "mtbf_h": 8.4, "checkpoint_write_min": 2.0,
+        "objective_at_optimal": 0.92, "objective_at_young": 0.924, "objective_at_daly": 0.924,
+        "curve": [optimal, {"interval_min": 1375.7, "mean": None, "ci95_halfwidth": None}]}))
+    out = io.StringIO()
+    print_optimize(res, Console(file=out, width=100))
+    assert "never finishes" in out.getvalue() and "← optimal" in out.getvalue()

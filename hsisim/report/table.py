@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich import box
@@ -91,9 +92,12 @@ def print_optimize(res: dict[str, Any], console: Console) -> None:
     t.add_column("± 95 %", justify="right")
     t.add_column("")
     best = res["optimal_interval_min"]
-    lo = min(p["mean"] for p in res["curve"])
-    hi = max(p["mean"] for p in res["curve"])
+    finite = [p["mean"] for p in res["curve"] if p["mean"] is not None and math.isfinite(p["mean"])]
+    lo, hi = (min(finite), max(finite)) if finite else (0.0, 0.0)
     for p in res["curve"]:
+        if p["mean"] is None or not math.isfinite(p["mean"]):  # replicas that never finish
+            t.add_row(_minutes(p["interval_min"]), "never finishes", "", "")
+            continue
         bar = "█" * (1 + int(30 * (p["mean"] - lo) / (hi - lo))) if hi > lo else "█"
         mark = " ← optimal" if abs(p["interval_min"] - best) < 1e-9 else ""
         t.add_row(_minutes(p["interval_min"]), f"{p['mean']:.6g}", f"{p['ci95_halfwidth']:.2g}", bar + mark)
