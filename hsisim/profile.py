@@ -72,6 +72,9 @@ class ThreadFits(_Part):
 
     by_threads: dict[int, LineFit] = Field(min_length=1)
     contention: Contention | None = None
+    # training processes that computed at once while the fits were measured (validate's DDP probe
+    # times every rank together): their steps already include sharing the cores with each other
+    processes: Annotated[int, Field(ge=1)] = 1
 
 
 class Device(_Part):
@@ -180,6 +183,7 @@ class Profile:
         self.compute = {t: f.cost for t, f in comp.by_threads.items()} if isinstance(comp, ThreadFits) \
             else {0: comp.cost}
         self.contention = comp.contention if isinstance(comp, ThreadFits) else None
+        self.compute_processes = comp.processes if isinstance(comp, ThreadFits) else 1
         self.data = {mode: {"build": d.batch_build.cost, "handover": d.handover.cost if d.handover else None,
                             "patch": d.patch, "out_bands": d.out_bands, "dataset_factory": d.dataset_factory,
                             "per_sample_cv": d.per_sample_cv}

@@ -311,7 +311,8 @@ def _profile(sc: Scenario, dev: torch.device, threads: int, fits: Any, t: Traina
                    "torch_threads": threads if dev.type == "cpu" else None},
         "model": t.model,
         "compute": {"by_threads": {str(threads): comp},
-                    "contention": probes.contention_probe(t.net, sc.training.micro_batch, rounds=2)}
+                    "contention": probes.contention_probe(t.net, sc.training.micro_batch, rounds=2),
+                    "processes": int(collectives["world_size"]) if collectives else 1}
         if dev.type == "cpu" else comp,
         "data": {"modes": {t.mode: data}},
     }

@@ -70,6 +70,10 @@ def _job(sc: Scenario, allow_code: bool) -> Job:
     # the cores a rank keeps busy while it computes: its intra-op threads on a CPU device, the thread
     # launching kernels on a GPU
     demand = float(hw.threads) if hw.threads is not None else 1.0
+    if prof is not None and hw.on_cpu and hw.instance.gpus > 1 and prof.compute_processes == hw.instance.gpus:
+        # the profile timed every rank of this node computing at once: its steps already share the
+        # cores between them, so each rank keeps only its part of them busy
+        demand = min(demand, hw.vcpus / hw.instance.gpus)
     job = Job(
         nodes=hw.nodes, gpus_per_node=hw.instance.gpus, accumulation=st.accumulation, micro_batch=st.micro_batch,
         steps_per_epoch=st.steps_per_epoch, total_steps=st.total_steps,
