@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -96,3 +97,20 @@ def test_an_interval_whose_replicas_never_finish_is_shown_as_such() -> None:
     out = io.StringIO()
     print_optimize(res, Console(file=out, width=100))
     assert "never finishes" in out.getvalue() and "← optimal" in out.getvalue()
+
+
+def test_the_optimum_s_range_holds_the_intervals_it_cannot_be_told_from() -> None:
+    # paired values over 50 replicas: the same noise at every interval plus a U-shaped mean; 60 s
+    # differs from the optimum (100 s) by less than its noise, 30 s and 400 s by far more
+    from types import SimpleNamespace
+
+    from hsisim.tuning import _near_optimal
+
+    rng = np.random.default_rng(0)
+    common = rng.normal(1.0, 0.2, 50)
+    shift = {30.0: 0.5, 60.0: 0.001, 100.0: 0.0, 200.0: 0.002, 400.0: 0.6}
+    values = {t: common + s + rng.normal(0, 0.01, 50) for t, s in shift.items()}
+    lo, hi = _near_optimal(SimpleNamespace(values=values), 100.0)  # type: ignore[arg-type]
+    assert (lo, hi) == (60.0, 200.0)
+    values[200.0] = values[200.0] + np.inf  # never finishes: never near the optimum
+    assert _near_optimal(SimpleNamespace(values=values), 100.0)[1] == 100.0  # type: ignore[arg-type]

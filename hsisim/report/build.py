@@ -151,8 +151,8 @@ def _context(sc: Scenario, res: Results, o: _Opts, tx: gantt.Traced, opt: Any, n
     }
     if opt is not None:
         ctx["objective_unit"] = "USD per useful GPU-hour" if opt.objective == "cost" else "wall time (h)"
-        ctx["checkpoint_line"] = (f"Simulated optimum {opt.optimal_interval_s / 60:,.3f} min (95 % CI "
-                                  f"{opt.ci95_s[0] / 60:,.3f}–{opt.ci95_s[1] / 60:,.3f}); Young "
+        ctx["checkpoint_line"] = (f"Simulated optimum {opt.optimal_interval_s / 60:,.3f} min (intervals not "
+                                  f"worse at 95 %: {opt.ci95_s[0] / 60:,.3f}–{opt.ci95_s[1] / 60:,.3f}); Young "
                                   f"{opt.young_interval_s / 60:,.3f} min, Daly {opt.daly_interval_s / 60:,.3f} min; "
                                   f"job MTBF {opt.mtbf_s / 3600:,.1f} h.")
     return ctx

@@ -40,7 +40,7 @@ def checkpoint(opt: Any | None, name: str, path: Path) -> pd.DataFrame:
     ax.plot(x, y, marker="o", color=style.BLUE, label=f"simulated mean ({opt.replicas} replicas each, common "
                                                       "random numbers)")
     ax.axvspan(opt.ci95_s[0] / 60, opt.ci95_s[1] / 60, color=style.GREEN, alpha=0.15,
-               label="95 % CI of the simulated optimum")
+               label="intervals not worse than the optimum at 95 %")
     for kind, colour, ls in (("young", style.ORANGE, "--"), ("daly", style.VERMILLION, ":"),
                              ("optimal", style.GREEN, "-")):
         r = df[df["kind"] == kind].iloc[0]

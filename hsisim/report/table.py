@@ -108,7 +108,7 @@ def print_optimize(res: dict[str, Any], console: Console) -> None:
     h.add_column("", justify="right")
     lo_ci, hi_ci = res["ci95_min"]
     h.add_row("optimal (simulated)", _minutes(best), f"{res['objective_at_optimal']:.6g}")
-    h.add_row("  95 % CI", f"{_minutes(lo_ci)} – {_minutes(hi_ci)}", "")
+    h.add_row("  not worse at 95 %", f"{_minutes(lo_ci)} – {_minutes(hi_ci)}", "")
     h.add_row("Young  √(2δM)", _minutes(res["young_interval_min"]), f"{res['objective_at_young']:.6g}")
     h.add_row("Daly (2006)", _minutes(res["daly_interval_min"]), f"{res['objective_at_daly']:.6g}")
     h.add_row("job MTBF M", f"{res['mtbf_h']:.2f} h", "")
