@@ -3,8 +3,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from hsisim.sim.ledger import MONEY_CATEGORIES, TIME_TERMS
 from hsisim.sim.spec import Job
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,3 +26,13 @@ def make_job(**kw: object) -> Job:
 @pytest.fixture
 def job_factory():  # type: ignore[no-untyped-def]
     return make_job
+
+
+def assert_budget_identities(df) -> None:  # type: ignore[no-untyped-def]
+    """Per replica: the six time terms sum to the wall time, the money categories to the bill, and no
+    time term is negative."""
+    terms = df[[f"t_{t}_h" for t in TIME_TERMS]]
+    assert np.all(np.abs(terms.sum(axis=1) - df["wall_h"]) <= 1e-9 * df["wall_h"])
+    money = df[[f"cost_{c}_usd" for c in MONEY_CATEGORIES]].sum(axis=1)
+    assert np.all(np.abs(money - df["cost_usd"]) <= 1e-9 * df["cost_usd"])
+    assert np.all(terms >= -1e-12)

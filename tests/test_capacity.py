@@ -7,14 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, assert_budget_identities
 
 from hsisim.api import simulate
 from hsisim.errors import HsisimInputError
 from hsisim.montecarlo import prepare, run_replica
 from hsisim.pricing.availability import read_availability
 from hsisim.scenario import load_scenario, parse_scenario
-from hsisim.sim.ledger import MONEY_CATEGORIES, TIME_TERMS
 
 HOUR = 3600.0
 
@@ -25,11 +24,7 @@ def write_trace(path: Path, data: list[int], gap_s: float) -> str:
 
 
 def identities(df) -> None:  # type: ignore[no-untyped-def]
-    terms = df[[f"t_{t}_h" for t in TIME_TERMS]].sum(axis=1)
-    assert np.all(np.abs(terms - df["wall_h"]) <= 1e-9 * df["wall_h"])
-    money = df[[f"cost_{c}_usd" for c in MONEY_CATEGORIES]].sum(axis=1)
-    assert np.all(np.abs(money - df["cost_usd"]) <= 1e-9 * df["cost_usd"])
-    assert np.all(df[[f"t_{t}_h" for t in TIME_TERMS]] >= -1e-12)
+    assert_budget_identities(df)
     assert np.all(df["billed_gpu_h"] >= df["useful_gpu_h"] - 1e-9)
 
 

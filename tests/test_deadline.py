@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, assert_budget_identities
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +16,6 @@ from hsisim.errors import HsisimInputError
 from hsisim.montecarlo import prepare, run_replica
 from hsisim.scenario import load_scenario, parse_scenario
 from hsisim.sim.deadline import DeadlineClock
-from hsisim.sim.ledger import MONEY_CATEGORIES, TIME_TERMS
 
 HOUR = 3600.0
 
@@ -47,14 +46,6 @@ def scenario(tmp_path: Path, data: list[int], gap_s: float, **kw: object):  # ty
     base.update(kw)
     base["batch"] = 64 * int(base["nodes"])  # type: ignore[call-overload]
     return parse_scenario(JOB % base)
-
-
-def identities(df) -> None:  # type: ignore[no-untyped-def]
-    terms = df[[f"t_{t}_h" for t in TIME_TERMS]].sum(axis=1)
-    assert np.all(np.abs(terms - df["wall_h"]) <= 1e-9 * df["wall_h"])
-    money = df[[f"cost_{c}_usd" for c in MONEY_CATEGORIES]].sum(axis=1)
-    assert np.all(np.abs(money - df["cost_usd"]) <= 1e-9 * df["cost_usd"])
-    assert np.all(df[[f"t_{t}_h" for t in TIME_TERMS]] >= -1e-12)
 
 
 def test_the_clock_arithmetic() -> None:
@@ -112,7 +103,7 @@ def test_the_safety_net_never_misses_a_deadline_that_on_demand_alone_meets(
     df = simulate(sc, executor="inline").df
     assert (df["finished"] == 1).all()
     assert (df["wall_h"] * HOUR <= deadline * (1 + 1e-12)).all(), (df["wall_h"].max() * HOUR, deadline)
-    identities(df)
+    assert_budget_identities(df)
 
 
 def test_a_hopeless_deadline_starts_on_demand(tmp_path: Path) -> None:
@@ -175,7 +166,7 @@ def test_deadline_policies_keep_the_identities_with_a_lifetime_law(recovery: str
         f"spot.recovery={recovery}", "spot.hazard={dist: exponential, rate_per_hour: 0.3}",
         "simulation.deadline=12 h", "training.epochs=40"])
     df = simulate(sc, replicas=32, executor="inline").df
-    identities(df)
+    assert_budget_identities(df)
     assert (df["finished"] == 1).all() and df["switches"].max() >= 1
     assert np.allclose(df["spot_gpu_h"] + df["on_demand_gpu_h"] > 0, True)
 
@@ -189,4 +180,4 @@ def test_plan_compares_the_policies_on_the_trace_scenario() -> None:
     assert rows["deadline_safety_net"]["on_demand_gpu_h"]["mean"] > 0
     assert rows["restart"]["cost_usd"]["mean"] < rows["deadline_safety_net"]["cost_usd"]["mean"]
     for run in res.runs:
-        identities(run.df)
+        assert_budget_identities(run.df)

@@ -6,14 +6,13 @@ import math
 
 import numpy as np
 import pytest
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, assert_budget_identities
 from scipy import stats
 
 from hsisim.api import simulate
 from hsisim.montecarlo import prepare, run_replica
 from hsisim.pricing import hazard as hz
 from hsisim.scenario import load_scenario, parse_scenario
-from hsisim.sim.ledger import MONEY_CATEGORIES, TIME_TERMS
 
 ONE_NODE = """
 name: spot-1
@@ -84,12 +83,8 @@ def test_a_job_that_cannot_finish_stops_at_max_wall_with_all_work_lost() -> None
 
 
 def _identities(df) -> None:  # type: ignore[no-untyped-def]
-    terms = df[[f"t_{t}_h" for t in TIME_TERMS]].sum(axis=1)
-    assert np.all(np.abs(terms - df["wall_h"]) <= 1e-9 * df["wall_h"])
-    money = df[[f"cost_{c}_usd" for c in MONEY_CATEGORIES]].sum(axis=1)
-    assert np.all(np.abs(money - df["cost_usd"]) <= 1e-9 * df["cost_usd"])
+    assert_budget_identities(df)
     assert np.all((df["eta"] > 0) & (df["eta"] <= 1))
-    assert np.all(df[[f"t_{t}_h" for t in TIME_TERMS]] >= -1e-12)
 
 
 @pytest.mark.slow
