@@ -65,14 +65,13 @@ def extras(res: Results, *, compare: bool, levers: bool, executor: str = "local"
            workers: int | None = None) -> dict[str, Any]:
     """What ``hsisim run`` adds to a run's summary: the on-demand comparison (``compare``) and the
     biggest levers (``levers``), or why they were not simulated (``levers_skipped``)."""
-    import os
+    from hsisim import montecarlo
 
     out: dict[str, Any] = {}
     if compare:
         out["on_demand_comparison"] = on_demand_twin(res, executor=executor, workers=workers)
     if levers:
-        procs = 1 if executor == "inline" else workers or os.cpu_count() or 1
-        if (cost := levers_cost(res, procs)) <= LEVERS_BUDGET_S:
+        if (cost := levers_cost(res, montecarlo.processes(executor, workers))) <= LEVERS_BUDGET_S:
             out["levers"] = biggest_levers(res, executor=executor, workers=workers)
         else:
             out["levers_skipped"] = (f"the what-if runs would take about {cost / 60:.0f} min here; "

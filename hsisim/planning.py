@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -141,7 +140,7 @@ def plan(scenario: Scenario | str | Path, *, overrides: list[str] | tuple[str, .
         pool = stack.enter_context(montecarlo.open_executor(executor, workers, scheduler))
         preps = [_in_combination(partial(tuning.prepared, sc, s, allow_code=allow_code, pool=pool), c, bool(axes))
                  for sc, c in zip(scenarios, combos, strict=True)]
-        procs = 1 if executor == "inline" else workers or os.cpu_count() or 1
+        procs = montecarlo.processes(executor, workers)
         montecarlo.workload.check(preps, n, procs, allow_long=allow_long)
         for i, (sc, prep, c) in enumerate(zip(scenarios, preps, combos, strict=True)):
             where = out if out is None or not axes else out / f"combo-{i:03d}"

@@ -10,7 +10,6 @@ paired difference from the optimum is not significant at 95 % (the ones it canno
 from __future__ import annotations
 
 import math
-import os
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +104,7 @@ def optimize_interval(sc: Scenario, *, objective: str = "cost", replicas: int = 
     spot = prep.spec.spot
     assert spot is not None
     if pool is None:  # about grid_points + 8 candidates, each a run of `replicas` replicas
-        procs = 1 if executor == "inline" else workers or os.cpu_count() or 1
+        procs = montecarlo.processes(executor, workers)
         montecarlo.workload.check([prep], replicas, procs, allow_long=allow_long, repeats=grid_points + 8)
     delta = checkpoint_cost(prep.spec.checkpoint, prep.job)
     young, daly = ckpt.young_interval(delta, spot.mtbf_s), ckpt.daly_interval(delta, spot.mtbf_s)

@@ -128,6 +128,13 @@ class DaskExecutor(Executor):
         self.stack.close()
 
 
+def processes(executor: str, workers: int | None = None) -> int:
+    """The processes an executor runs replicas on (``local`` and ``dask`` default to every core)."""
+    if executor == "inline":
+        return 1
+    return workers or os.cpu_count() or 1
+
+
 def open_executor(executor: str, workers: int | None = None, scheduler: str | None = None) -> Executor:
     """The executor named by ``--executor`` (``local`` and ``dask`` default to every core)."""
     check_executor(executor, scheduler)

@@ -17,7 +17,6 @@ cost saving (the wall time alone on owned hardware billed at 0), ``time`` and ``
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -131,7 +130,7 @@ def diagnose(scenario: Scenario | str | Path, *, overrides: list[str] | tuple[st
         r = _Runner(scenario, list(overrides), seed, n, pool, allow_code, progress, lambda: n * planned[0])
         say("baseline")
         prep = r.prepare(r.base)
-        procs = 1 if executor == "inline" else workers or os.cpu_count() or 1
+        procs = montecarlo.processes(executor, workers)
         base = r.run(r.base, prep)
         shares = _shares(base.summary())
         todo = _select(candidates(r.base, prep.job, prep.job.stall_share > 0 or prep.job.oom_retry_s > 0),
