@@ -31,7 +31,8 @@ OBJECTIVES = {"cost": "cost_per_useful_gpu_h", "time": "wall_h"}
 
 @dataclass(frozen=True)
 class OptimizeResult:
-    """The optimal checkpoint interval (training progress, seconds) with its CI, Young's and Daly's, the curve."""
+    """The optimal checkpoint interval (training progress, seconds), the range of intervals not worse than it
+    at 95 % (``ci95_s``, kept under its old name), Young's and Daly's, the curve."""
 
     objective: str
     optimal_interval_s: float
@@ -87,7 +88,8 @@ def optimize_interval(sc: Scenario, *, objective: str = "cost", replicas: int = 
                       workers: int | None = None, executor: str = "local", scheduler: str | None = None,
                       prep: Prepared | None = None, grid_points: int = 9, pool: Executor | None = None,
                       allow_long: bool = False, allow_code: bool = False) -> OptimizeResult:
-    """The checkpoint interval (training progress) that minimises the objective's mean, with its 95 % CI.
+    """The checkpoint interval (training progress) that minimises the objective's mean, with the range of
+    intervals not worse than it at 95 % (``ci95_s``).
 
     ``objective`` is ``cost`` (cost per useful GPU-hour) or ``time`` (wall time); every candidate
     interval runs ``replicas`` replicas with the same seeds (common random numbers).
