@@ -59,7 +59,13 @@ def predict(config: str, cfg: dict[str, object], work: Path) -> dict[str, float]
     m = _hsisim("run", str(scen), "--json", "--allow-code", "--no-compare", "--no-levers", "--executor", "inline",
                 cwd=work)["metrics"]
     busy = sum(m[f"t_{t}_h"]["mean"] for t in ("compute", "data", "comm", "stall")) * 3600  # type: ignore[index]
-    return {"step_s": busy / STEPS, "wait_share": m["t_data_h"]["mean"] * 3600 / busy}  # type: ignore[index]
+    # what calibration's own loop measured (the interference probe, at this batch and worker count)
+    it = json.loads(profile.read_text())["data"]["modes"]["factory"]["interference"]
+    w = int(cfg["workers"])  # type: ignore[call-overload]
+    loop = (it["inline"]["build_s"] + it["inline"]["step_s"], it["inline"]["build_s"]) if w == 0 else \
+        (it["workers"][w - 1]["loop_step_s"], it["workers"][w - 1]["loop_wait_s"])
+    return {"step_s": busy / STEPS, "wait_share": m["t_data_h"]["mean"] * 3600 / busy,  # type: ignore[index]
+            "probe_step_s": loop[0], "probe_wait_share": loop[1] / loop[0]}
 
 
 def measure(config: str, work: Path) -> dict[str, float]:
@@ -76,8 +82,9 @@ def main() -> None:
     configs = _configs()
     names = sys.argv[2:] or list(configs)
     print("| config | round | step measured | step predicted | error | data wait measured | predicted | "
-          "error (points) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "error (points) | calibration's own loop: step, data wait |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    pooled: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
         (work / "hamida_user.py").write_text(SCRIPT.read_text())
@@ -88,7 +95,14 @@ def main() -> None:
                 err = 100 * (p["step_s"] / m["step_s"] - 1)
                 pts = 100 * (p["wait_share"] - m["wait_share"])
                 print(f"| {name} | {r + 1} | {m['step_s'] * 1e3:.1f} ms | {p['step_s'] * 1e3:.1f} ms | {err:+.1f} % | "
-                      f"{m['wait_share']:.1%} | {p['wait_share']:.1%} | {pts:+.1f} |", flush=True)
+                      f"{m['wait_share']:.1%} | {p['wait_share']:.1%} | {pts:+.1f} | "
+                      f"{p['probe_step_s'] * 1e3:.1f} ms, {p['probe_wait_share']:.1%} |", flush=True)
+                pooled.setdefault(name, []).append({**{f"m_{k}": v for k, v in m.items()}, **p})
+    print("\npooled over the rounds (mean of the predictions against the mean of the measurements):")
+    for name, rows in pooled.items():
+        mean = {k: statistics.fmean(r[k] for r in rows) for k in ("m_step_s", "step_s", "m_wait_share", "wait_share")}
+        print(f"  {name}: step {100 * (mean['step_s'] / mean['m_step_s'] - 1):+.1f} %, data wait "
+              f"{100 * (mean['wait_share'] - mean['m_wait_share']):+.1f} points")
 
 
 if __name__ == "__main__":

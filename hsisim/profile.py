@@ -85,6 +85,46 @@ class Device(_Part):
     torch_threads: Annotated[int, Field(ge=1)] | None = None  # PyTorch's default intra-op threads there
 
 
+Ratio = Annotated[float, Field(gt=0, le=1000.0)]
+
+
+class InlinePace(_Part):
+    """No workers: a batch build and the step after it, alternated in one process: their times (at the
+    probe's batch) and each over its time alone."""
+
+    build_ratio: Ratio
+    step_ratio: Ratio
+    build_s: Positive
+    step_s: Positive
+
+
+class WorkerPace(_Part):
+    """k workers feeding a training step: each one's slowdown as they meet (see ``interference_probe``)."""
+
+    workers: Annotated[int, Field(ge=1)]
+    step_ratio: Ratio
+    build_ratio_idle: Ratio
+    build_ratio_busy: Ratio
+
+
+class Interference(_Part):
+    """How the user's batch builds and a training step slow each other on the machine that measured it."""
+
+    threads: Annotated[int, Field(ge=1)]
+    cores: Annotated[int, Field(ge=1)]
+    batch: Annotated[int, Field(ge=1)]
+    step_alone_s: Positive  # a training step alone, at ``batch``
+    build_alone_s: Positive  # a batch built alone (back to back, as a worker builds), at ``batch``
+    inline: InlinePace
+    workers: list[WorkerPace] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _counts(self) -> Interference:
+        if [w.workers for w in self.workers] != list(range(1, len(self.workers) + 1)):
+            raise ValueError("workers: one entry per worker count, 1, 2, 3 ... in order")
+        return self
+
+
 class DataMode(_Part):
     batch_build: LineFit
     handover: LineFit | None = None
@@ -92,6 +132,7 @@ class DataMode(_Part):
     out_bands: Annotated[int, Field(ge=1)] | None = None
     dataset_factory: str | None = None
     per_sample_cv: NonNegative = 0.0
+    interference: Interference | None = None
 
 
 class DataSection(_Part):
@@ -186,7 +227,7 @@ class Profile:
         self.compute_processes = comp.processes if isinstance(comp, ThreadFits) else 1
         self.data = {mode: {"build": d.batch_build.cost, "handover": d.handover.cost if d.handover else None,
                             "patch": d.patch, "out_bands": d.out_bands, "dataset_factory": d.dataset_factory,
-                            "per_sample_cv": d.per_sample_cv}
+                            "per_sample_cv": d.per_sample_cv, "interference": d.interference}
                      for mode, d in (doc.data.modes if doc.data else {}).items()}
         ck, coll = doc.checkpoint, doc.collectives
         self.checkpoint = {"write_bw_bytes_per_s": ck.write_bw_bytes_per_s,

@@ -127,6 +127,36 @@ def test_compute_and_checkpoint_probes_on_the_cpu(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # nothing left behind
 
 
+def test_overlap_counts_covered_time_once() -> None:
+    spans = [(0.0, 1.0), (0.5, 2.0), (3.0, 4.0)]
+    assert probes._overlap(spans, 0.0, 5.0) == pytest.approx(3.0)  # [0, 2] and [3, 4]
+    assert probes._overlap(spans, 1.5, 3.5) == pytest.approx(1.0)
+    assert probes._overlap([], 0.0, 1.0) == 0.0
+
+
+class _Cubes(torch.utils.data.Dataset):  # type: ignore[misc]
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return torch.randn(20, 3, 3), i % 5
+
+
+def test_interference_probe_times_builds_and_steps_meeting() -> None:
+    res = probes.interference_probe(probes.builtin_net("hamida", 20, 3, 5), _Cubes(), 8, 2, rounds=1, reps=3,
+                                    steps=4)
+    assert res["threads"] == torch.get_num_threads() and res["cores"] == os.cpu_count()
+    assert set(res["inline"]) == {"build_ratio", "step_ratio", "build_s", "step_s"}
+    assert all(v > 0 for v in res["inline"].values()) and res["step_alone_s"] > 0 and res["build_alone_s"] > 0
+    assert [w["workers"] for w in res["workers"]] == [1, 2]
+    for w in res["workers"]:
+        assert w["step_ratio"] >= 1.0 and w["build_ratio_busy"] >= w["build_ratio_idle"] > 0
+        assert w["loop_step_s"] > w["loop_wait_s"] >= 0  # what the loop itself measured, for the record
+    from hsisim.profile import Interference
+
+    Interference.model_validate(res)  # what calibrate writes, a profile reads
+
+
 def test_rank_spread_keeps_only_what_differs_between_ranks() -> None:
     rng = np.random.default_rng(4)
     n = 4000
@@ -211,9 +241,12 @@ def test_calibrate_cli_writes_a_profile_that_drives_a_scenario(tmp_path: Path) -
                        [f"calibration={out}", "training.micro_batch=8", "training.global_batch=8",
                         "dataset.augmentation=none"])
     job = resolve_job(sc)
-    fit, _ = loaded.compute_fit(os.cpu_count() or 1)
-    assert job.compute_s == pytest.approx(fit.time(8))
-    assert job.batch_build_s == pytest.approx(loaded.data["getitem"]["build"].time(8))
+    # no workers: the batch build and the step after it at the paces measured alternated
+    it = loaded.data["getitem"]["interference"]
+    assert [w.workers for w in it.workers] == list(range(1, min(4, os.cpu_count() or 1) + 1))
+    assert job.num_workers == 0 and job.paces is None
+    assert it.batch == 8 and job.compute_s == pytest.approx(it.inline.step_s)  # the step after a build, measured
+    assert job.batch_build_s == pytest.approx(it.inline.build_s)
     assert any("profile's DataLoader probe" in n for n in job.notes)
     # and a GPU scenario, extrapolated with a note
     gpu = resolve_job(load_scenario(ROOT / "scenarios" / "single_3090.yaml", [f"calibration={out}"]))

@@ -210,3 +210,47 @@ def test_oversubscribed_cores_slow_everything_in_proportion() -> None:
     trace = MicroSim(job, np.random.default_rng(0), start_workers=False).run(300)
     assert trace.duration[50:].mean() == pytest.approx(0.6 / (2 / 3) + (0.9 - 0.6), rel=1e-6)
     assert trace.data[50:].mean() == pytest.approx(0.3, rel=1e-6)
+
+
+# --- measured paces: the user's builds and the training step meeting in a DataLoader loop ---
+
+
+def _paced(paces_busy: tuple[float, ...] = (4.0, 6.0), **kw: float) -> MicroSim:
+    from hsisim.sim.spec import Paces
+
+    paces = Paces(step=(2.0, 3.0), build_idle=(1.0, 1.5), build_busy=paces_busy)
+    job = make_job(prefetch_factor=2, comm_exposed_s=0.0, comm_total_s=0.0, cpu_cores=2.0, compute_cpu_demand=2.0,
+                   paces=paces, **kw)
+    return MicroSim(job, np.random.default_rng(0), start_workers=False, log=[])
+
+
+def test_paces_one_worker_event_order() -> None:
+    # build 1.0 s alone, step 1.0 s alone; beside a build a step takes 2x, a build beside a step 4x.
+    # Batch 0 and 1 are both asked for at t = 0 (prefetch 2), one worker builds them in turn:
+    # batch 0 alone, 0 → 1.0. Step 0 runs 1.0 → 3.0 (2x) while batch 1 gets 2 / 4 = 0.5 of its work;
+    # its other 0.5 runs alone while the training process waits: 3.0 → 3.5. Step 1: 3.5 → 5.5, and so on
+    sim = _paced(num_workers=1, batch_build_s=1.0, compute_s=1.0)
+    trace = sim.run(3)
+    assert [(round(t, 9), e) for t, e in sim.log or [] if "built" in e or "barrier" in e][:4] == [
+        (1.0, "rank0 worker0 built batch 0"), (3.0, "rank0 at barrier step 0"),
+        (3.5, "rank0 worker0 built batch 1"), (5.5, "rank0 at barrier step 1")]
+    assert trace.duration.tolist() == pytest.approx([3.0, 2.5, 2.5])
+    assert trace.data.tolist() == pytest.approx([1.0, 0.5, 0.5])
+    assert trace.compute.tolist() == pytest.approx([2.0, 2.0, 2.0])
+
+
+def test_paces_two_workers_use_the_two_worker_paces() -> None:
+    # two workers always building (data-bound): beside them a step takes 3x; beside a step each build
+    # runs at 1/8, alone at 1/1.5. Each worker owes half a build per step: 3.0 / 8 = 0.375 of it while
+    # the step runs, the other 0.125 while the training process waits, at 1.5x: 0.1875 s a step
+    sim = _paced(num_workers=2, batch_build_s=1.0, compute_s=1.0, paces_busy=(4.0, 8.0))
+    trace = sim.run(200)
+    assert trace.duration[100:].mean() == pytest.approx(3.0 + 0.1875, rel=1e-6)
+    assert trace.data[100:].mean() == pytest.approx(0.1875, rel=1e-6)
+    assert trace.compute[100:].mean() == pytest.approx(3.0, rel=1e-6)
+
+
+def test_paces_without_workers_do_nothing() -> None:
+    sim = _paced(num_workers=0, batch_build_s=0.3, compute_s=0.4)
+    trace = sim.run(5)
+    assert trace.duration == pytest.approx(np.full(5, 0.7))

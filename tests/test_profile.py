@@ -113,3 +113,41 @@ def test_bad_all_reduce_quantiles_are_input_errors(quantiles: list[float], tmp_p
     bad.write_text(json.dumps(prof))
     with pytest.raises(HsisimInputError, match="ratio_quantiles"):
         load_profile(bad)
+
+
+def _interference_profile(tmp_path: Path, workers: list[int] | None = None) -> Path:
+    prof = json.loads(_profile(tmp_path).read_text())
+    rows = [{"workers": k, "step_ratio": 1.5 + 0.25 * k, "build_ratio_idle": 1.0 * k, "build_ratio_busy": 4.0 * k}
+            for k in (workers or [1, 2])]
+    prof["data"]["modes"]["getitem"]["interference"] = {
+        "threads": 4, "cores": 4, "batch": 32, "step_alone_s": 0.008, "build_alone_s": 0.002,
+        "inline": {"build_ratio": 1.1, "step_ratio": 1.5, "build_s": 0.0022, "step_s": 0.012}, "workers": rows}
+    path = tmp_path / "interference.json"
+    path.write_text(json.dumps(prof))
+    return path
+
+
+def test_measured_paces_replace_the_share_on_the_machine_that_measured_them(tmp_path: Path) -> None:
+    p = _interference_profile(tmp_path)
+    one = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"]))
+    assert one.paces is not None and one.paces.step == (1.75, 2.0) and one.paces.build_busy == (4.0, 8.0)
+    assert one.cpu_cores == 4  # the measured paces are simulated even where 4 threads + 1 worker would fit
+    # the step and the build alone as the interference probe timed them (at batch 32), along the fits to 64
+    fit, build = load_profile(p).compute[4], load_profile(p).data["getitem"]["build"]
+    assert one.compute_s == pytest.approx(0.008 * fit.time(64) / fit.time(32))
+    assert one.batch_build_s == pytest.approx(0.002 * build.time(64) / build.time(32))
+    assert one.paces.of(one.paces.step, 4, grow=False) == pytest.approx(2.5)  # beyond: along the last slope
+    assert one.paces.of(one.paces.build_idle, 4, grow=True) == pytest.approx(4.0)  # beyond: in proportion
+    inline = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=0"]))
+    assert inline.paces is None
+    assert inline.compute_s == pytest.approx(0.012 * fit.time(64) / fit.time(32))  # as measured alternated
+    assert inline.batch_build_s == pytest.approx(0.0022 * build.time(64) / build.time(32))
+    assert any("as measured alternated" in n for n in inline.notes)
+    other = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1", "training.threads=2"]))
+    assert other.paces is None and any("measured them meeting on 4 cores with 4" in n for n in other.notes)
+    assert other.compute_s == pytest.approx(load_profile(p).compute[2].time(64))  # the fits, as before
+
+
+def test_interference_rows_must_count_the_workers_from_one(tmp_path: Path) -> None:
+    with pytest.raises(HsisimInputError, match="one entry per worker count"):
+        load_profile(_interference_profile(tmp_path, workers=[2, 3]))

@@ -185,6 +185,154 @@ def contention_probe(net: Net, batch: int, rounds: int = 3, reps: int = 9, optim
             "method": "training step beside k processes spinning on one core each, alternated with the step alone"}
 
 
+class _TimedBuilds(Dataset):
+    """The user's Dataset as a DataLoader worker sees it, with each batch's build start time attached."""
+
+    def __init__(self, ds: Dataset) -> None:
+        self.ds = ds
+
+    def __len__(self) -> int:
+        return len(self.ds)  # type: ignore[arg-type]
+
+    def __getitem__(self, i: int) -> Any:
+        return self.ds[i]
+
+    def __getitems__(self, idx: list[int]) -> tuple[float, list[Any]]:
+        t0 = time.perf_counter()
+        return t0, [self.ds[int(i)] for i in idx]
+
+
+def _timed_collate(data: Any) -> tuple[Any, float, float]:
+    """The default collate, returning the build's (start, end) with the batch (perf_counter: the system's
+    monotonic clock, the same in every process)."""
+    from torch.utils.data import default_collate
+
+    t0, samples = data
+    return default_collate(samples), t0, time.perf_counter()
+
+
+def _overlap(spans: list[tuple[float, float]], a: float, b: float) -> float:
+    """How much of [a, b] at least one of ``spans`` covers (seconds)."""
+    cover, end = 0.0, a
+    for s, e in sorted(spans):
+        s, e = max(s, end), min(e, b)
+        if e > s:
+            cover += e - s
+            end = e
+    return cover
+
+
+def interference_probe(net: Net, ds: Dataset, batch: int, max_workers: int, rounds: int = 2, reps: int = 7,
+                       steps: int = 12, optimizer: str = "adam") -> dict[str, Any]:
+    """How a CPU training step and the user's own batch builds slow each other, measured as they meet.
+
+    * ``inline`` (no workers): the training process builds each batch itself, then steps. Each slows
+      (or speeds) the other even though they never overlap (one library's thread pool still spinning
+      when the other's starts, caches): each one's time, alternated (``build_s``, ``step_s``), and its
+      ratio to its time alone (``step_alone_s``; ``build_alone_s``: builds back to back, as a worker
+      builds them).
+    * ``workers`` (k = 1 … ``max_workers``): a real DataLoader with k workers feeding training steps,
+      its workers' batch builds and the steps timed on one clock. ``step_ratio``: a step's slowdown
+      over the time a build ran beside it; ``build_ratio_busy``: a build's slowdown over the time a
+      step ran beside it; ``build_ratio_idle``: k workers' build with the training process only
+      taking batches. Each over the in-process build or the step alone. Measured in the loop, not
+      with both kept busy: the scheduler favours a process that has slept (the training process
+      waiting for its batch), and thread pools spinning beside each other slow each other far more
+      than their shares, so side by side without pause both lose 2x more than they do in a loop.
+
+    Rounds repeat everything, alone and beside, so that a shared machine's drift weighs on both;
+    each ratio is the median over rounds.
+    """
+    from torch.utils.data import default_collate
+
+    dev = torch.device("cpu")
+    model, opt, scaler, dtype = make_training(net, dev, optimizer, amp=False)
+    x, y = net.batch(batch, dev)
+    step = functools.partial(training_step, model, opt, x, y, scaler, dtype)
+    rng = np.random.default_rng(1)
+    n = len(ds)  # type: ignore[arg-type]
+
+    def build() -> None:
+        default_collate([ds[int(i)] for i in rng.integers(0, n, batch)])
+
+    def timed(fn: Callable[[], Any]) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    for warm in (build, step, step):
+        warm()
+    timed_ds = _TimedBuilds(ds)
+    inline: dict[str, list[float]] = {"build_ratio": [], "step_ratio": []}
+    alone: dict[str, list[float]] = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
+    table: dict[int, dict[str, list[float]]] = {
+        k: {"step_ratio": [], "build_ratio_idle": [], "build_ratio_busy": [], "loop_step_s": [], "loop_wait_s": []}
+        for k in range(1, max_workers + 1)}
+    for _ in range(rounds):
+        step_alone = statistics.median(timed(step) for _ in range(reps))
+        build_alone = statistics.median(timed(build) for _ in range(reps))
+        pairs = [(timed(build), timed(step)) for _ in range(reps)]
+        inline["build_ratio"].append(statistics.median(b for b, _ in pairs) / build_alone)
+        inline["step_ratio"].append(statistics.median(s for _, s in pairs) / step_alone)
+        alone["step_alone_s"].append(step_alone)
+        alone["build_alone_s"].append(build_alone)
+        alone["build_s"].append(statistics.median(b for b, _ in pairs))
+        alone["step_s"].append(statistics.median(s for _, s in pairs))
+        for k, row in table.items():
+            loader = DataLoader(timed_ds, batch_size=batch, shuffle=True, num_workers=k, drop_last=True,
+                                collate_fn=_timed_collate)
+            it = forever(loader)
+            for _ in range(k + 1):  # the workers are up
+                next(it)
+            # the loop, long enough to reach its steady state: the first steps after the training
+            # process has slept run faster (and the builds slower) than the rest (a 12-step loop gave
+            # 1.8x for the step where 40 steps of the user's own loop gave 2.8x)
+            computing, spans, waits, every = [], [], [], []
+            for j in range(steps // 2 + steps):
+                t_w = time.perf_counter()
+                _, s0, e0 = next(it)
+                t0 = time.perf_counter()
+                step()
+                every.append((t0, time.perf_counter()))
+                if j >= steps // 2:
+                    spans.append((s0, e0))
+                    computing.append(every[-1])
+                    waits.append(t0 - t_w)
+            builds = [next(it) for _ in range(k + max(reps, 2 * k))]  # the training process only takes batches
+            idle = statistics.median(e - s for _, s, e in builds[k:])  # the first k were built beside steps
+            row["loop_step_s"].append(statistics.fmean(w + b - a for w, (a, b) in zip(waits, computing, strict=True)))
+            row["loop_wait_s"].append(statistics.fmean(waits))
+            del it, loader
+            # a step: alone for the part no build covered, slowed by the ratio for the rest (the builds
+            # beside the last steps are those of the batches taken after the loop)
+            covered = sum(_overlap(spans + [(s, e) for _, s, e in builds[:k]], a, b) for a, b in computing)
+            total = sum(b - a for a, b in computing)
+            # the work done uncovered, at full pace, leaves the rest for the covered time
+            owed = len(computing) * step_alone - (total - covered)
+            row["step_ratio"].append(max(1.0, covered / owed) if covered > 0.05 * total and owed > 0.05 * total
+                                     else max(1.0, total / (len(computing) * step_alone)))
+            # a build: at the idle pace for the part no step covered, slowed by the ratio for the rest
+            beside = [(s, e) for s, e in spans if e - s > 0]
+            busy_t = sum(_overlap(every, s, e) for s, e in beside)
+            dur = sum(e - s for s, e in beside)
+            work = len(beside) * build_alone
+            idle_ratio = idle / build_alone
+            row["build_ratio_idle"].append(idle_ratio)
+            # dur = (dur - busy_t) / pace_idle ... each second off a step does 1/idle_ratio of a build's work
+            left = work - (dur - busy_t) / idle_ratio
+            row["build_ratio_busy"].append(max(idle_ratio, busy_t / left) if left > 0.05 * work else
+                                           max(idle_ratio, dur / work))
+    med = {key: statistics.median(v) for key, v in alone.items()}
+    return {"threads": torch.get_num_threads(), "cores": os.cpu_count() or 1, "batch": batch,
+            "step_alone_s": med["step_alone_s"], "build_alone_s": med["build_alone_s"],
+            "inline": {**{key: statistics.median(v) for key, v in inline.items()},
+                       "build_s": med["build_s"], "step_s": med["step_s"]},
+            "workers": [{"workers": k, **{key: statistics.median(v) for key, v in row.items()}}
+                        for k, row in table.items()],
+            "method": "the user's batch builds and a training step, alternated in one process, and in a DataLoader "
+                      "loop with k workers timed on one clock; each over its time alone; medians over rounds"}
+
+
 def memory_probe(net: Net, device: torch.device, batches: list[int], limit: int = 1 << 16) -> dict[str, Any]:
     """CUDA only: peak allocated/reserved per batch, activation bytes per sample, the largest batch that fits."""
     model, opt, scaler, dtype = make_training(net, device)
@@ -301,23 +449,31 @@ def forever(loader: DataLoader) -> Any:
 def handover_probe(ds: Dataset, batches: list[int], fetches: int = 20, work_s: float = 0.02) -> dict[str, Any]:
     """What ``next()`` costs the training process for a batch a worker has already finished.
 
-    Between fetches the process stays busy (``work_s`` of arithmetic, as training would), so the
-    worker is always ahead; fit t(b) = a + c·b over batch sizes.
+    Before each fetch the process sleeps 1.5x an in-process build of the batch, so that the worker is
+    surely done (else the probe times the build, not the hand-over: 258 ms instead of a few at batch 64
+    of a per-patch PCA), then stays busy ``work_s`` (arithmetic, as training would); fit
+    t(b) = a + c·b over batch sizes.
     """
     a_mat = torch.randn(256, 256)
     pts = []
     for b in batches:
+        inline = iter(forever(DataLoader(ds, batch_size=b, shuffle=True, num_workers=0, drop_last=True)))
+        next(inline)
+        t0 = time.perf_counter()
+        next(inline)
+        ahead = 1.5 * (time.perf_counter() - t0)
         loader = DataLoader(ds, batch_size=b, shuffle=True, num_workers=1, prefetch_factor=2,
                             persistent_workers=True, drop_last=True)
         it = iter(loader)
         next(it)
         ts = []
         for _ in range(fetches):
+            time.sleep(ahead)
             busy(work_s, a_mat)
             t0 = time.perf_counter()
             next(it)
             ts.append(time.perf_counter() - t0)
-        del it, loader
+        del it, loader, inline
         pts.append({"batch": b, "median_s": statistics.median(ts)})
     a, c, r2 = fit_line([p["batch"] for p in pts], [p["median_s"] for p in pts])
     return {"a_s": a, "c_s_per_sample": c, "r2": r2, "points": pts}

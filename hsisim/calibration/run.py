@@ -195,7 +195,7 @@ def calibrate(*, device: str, model: str, dataset: str, quick: bool = False, pat
         _user_data(profile, user_ds, str(dataset_factory), net, dev, batch, workers, quick, say)
     else:
         assert w is not None
-        _builtin_data(profile, w, fmt, dev, batch, workers, quick, say)
+        _builtin_data(profile, w, fmt, dev, batch, workers, quick, say, net)
     say("checkpoint probe")
     m, opt, scaler, dtype = probes.make_training(net, dev)
     probes.training_step(m, opt, *net.batch(2, dev), scaler, dtype)  # Adam state exists
@@ -268,12 +268,24 @@ def _user_data(profile: dict[str, Any], ds: Any, factory: str, net: probes.Net, 
     say(f"data probe: {factory}, workers {workers}")
     d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda", samples=100 if quick else 300)
     d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}), fetches=10 if quick else 20)
+    _interference(d, net, ds, dev, batch, quick, say)
     profile["data"] = {"dataset": factory, "batch": batch,
                        "modes": {"factory": {"dataset_factory": factory, "sample_shape": list(net.sample_shape), **d}}}
 
 
+def _interference(d: dict[str, Any], net: probes.Net, ds: Any, dev: torch.device, batch: int, quick: bool,
+                  say: Callable[[str], None]) -> None:
+    """On the CPU: how these batch builds and the training step slow each other (1 … 4 workers)."""
+    if dev.type != "cpu":
+        return
+    k = min(4, os.cpu_count() or 1)
+    say(f"interference probe: batch builds beside the training step, 0..{k} workers")
+    d["interference"] = probes.interference_probe(net, ds, batch, k, rounds=2 if quick else 3,
+                                                  steps=10 if quick else 16)
+
+
 def _builtin_data(profile: dict[str, Any], w: Workload, fmt: str, dev: torch.device, batch: int, workers: list[int],
-                  quick: bool, say: Callable[[str], None]) -> None:
+                  quick: bool, say: Callable[[str], None], net: probes.Net) -> None:
     """A real on-disk cube, both preprocessing modes."""
     with scene(w, fmt) as s:
         modes = {}
@@ -283,6 +295,7 @@ def _builtin_data(profile: dict[str, Any], w: Workload, fmt: str, dev: torch.dev
             d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda", samples=200 if quick else 600)
             d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}),
                                                   fetches=10 if quick else 20)
+            _interference(d, net, ds, dev, batch, quick, say)
             modes[mode] = {"patch": w.patch, "out_bands": w.bands, **d}
         profile["data"] = {"dataset": w.dataset, "cube_shape": s["shape"], "cube_format": s["format"],
                            "layout": s["layout"], "batch": batch, "modes": modes}

@@ -13,8 +13,8 @@ from hsisim.errors import HsisimInputError
 from hsisim.profile import Profile, load_profile
 from hsisim.resolve.checkpoints import checkpoints, plan
 from hsisim.resolve.comm import comm
-from hsisim.resolve.compute import compute_time, steps
-from hsisim.resolve.data import data
+from hsisim.resolve.compute import Compute, compute_time, steps
+from hsisim.resolve.data import Data, data
 from hsisim.resolve.hardware import Hardware, hardware
 from hsisim.resolve.prices import prices
 from hsisim.resolve.spot import resolve_spot
@@ -77,17 +77,28 @@ def _job(sc: Scenario, allow_code: bool) -> Job:
     job = Job(
         nodes=hw.nodes, gpus_per_node=hw.instance.gpus, accumulation=st.accumulation, micro_batch=st.micro_batch,
         steps_per_epoch=st.steps_per_epoch, total_steps=st.total_steps,
-        compute_s=cp.compute_s, stall_share=cp.stall_share, compute_cv=cp.cost.cv,
+        compute_s=cp.compute_s * _rescale(cp, dp, prof, hw), stall_share=cp.stall_share, compute_cv=cp.cost.cv,
         batch_build_s=dp.build_s, batch_build_cv=dp.build_cv, h2d_s=dp.h2d_s, handover_s=dp.handover_s,
         num_workers=sc.loader.num_workers, prefetch_factor=sc.loader.prefetch_factor,
         persistent_workers=sc.loader.persistent_workers, worker_start_s=hw.cpu.worker_start_s,
         comm_exposed_s=cm.exposed_s, comm_total_s=cm.total_s, comm_cv=cm.cv, comm_quantiles=cm.quantiles,
         ckpt_bytes=ck.bytes, ckpt_write_s=ck.write_s, ckpt_snapshot_s=ck.snapshot_s, ckpt_restore_s=ck.restore_s,
         oom_retry_s=cp.oom_retry_s, price_usd_per_node_hour=pr.usd_per_node_hour,
-        cpu_cores=hw.vcpus if shared(hw.vcpus, hw.instance.gpus, demand, sc.loader.num_workers) else 0.0,
+        cpu_cores=hw.vcpus if dp.paces is not None or shared(hw.vcpus, hw.instance.gpus, demand,
+                                                              sc.loader.num_workers) else 0.0,
+        paces=dp.paces,
         compute_cpu_demand=demand, compute_slowdown=_slowdown(prof, hw),
         on_demand_usd_per_node_hour=pr.on_demand_usd_per_node_hour, notes=notes)
     return _timed(job, sc) if sc.timings is not None else job
+
+
+def _rescale(cp: Compute, dp: Data, prof: Profile | None, hw: Hardware) -> float:
+    """The compute fit rescaled to pass through the step the interference probe timed (1: none, or the
+    scenario's model is not the one the profile measured: its fit was scaled)."""
+    if dp.step_at is None or prof is None or cp.cost != prof.compute_fit(hw.threads)[0]:
+        return 1.0
+    seconds, batch = dp.step_at
+    return seconds / cp.cost.time(batch)
 
 
 def _slowdown(prof: Profile | None, hw: Hardware) -> tuple[float, ...]:

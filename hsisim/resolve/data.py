@@ -13,6 +13,7 @@ from hsisim.resolve.compute import Steps
 from hsisim.resolve.hardware import Hardware
 from hsisim.resolve.workload import Workload
 from hsisim.scenario import Scenario
+from hsisim.sim.spec import Paces
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,12 @@ class Data:
     handover_s: float  # the training process receiving it from a worker (CPU device)
     h2d_s: float  # host-to-device copy
     notes: tuple[str, ...] = ()
+    # measured on this machine with this input: how builds and steps slow each other (CPU device, one
+    # training process per node)
+    paces: Paces | None = None
+    # a training step's time at a batch size as the interference probe measured it (alone, or after an
+    # in-process build without workers): the compute fit is rescaled to pass through it
+    step_at: tuple[float, int] | None = None
 
 
 def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | None) -> Data:
@@ -50,7 +57,41 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
     host = catalog.link(hw.instance.host_link)
     h2d = datapipe.h2d_seconds(sample_bytes * micro, host.effective_bytes_per_s, sc.loader.pin_memory,
                                hw.cpu.copy_bw_bytes_per_s)
-    return Data(build, build_cv, handover, h2d, tuple(notes))
+    it = _interference(sc, hw, measured, prof, notes)
+    if it is None or measured is None:
+        return Data(build, build_cv, handover, h2d, tuple(notes))
+    # the build and the step at the times the interference probe measured them, rescaled to this
+    # micro-batch along the fits: the regime they meet in (alternated, or a worker's builds back to
+    # back) is not the one the data and compute probes time them in (a step after a per-patch PCA
+    # took 1.4-1.5x its time alone, and builds of it alternated with steps 0.7-1.1x their time back to back)
+    scale = build / measured["build"].time(it.batch)
+    if sc.loader.num_workers == 0:
+        notes.append(f"no workers: the batch build and the step after it as measured alternated "
+                     f"({it.inline.build_s * 1e3:.1f} and {it.inline.step_s * 1e3:.1f} ms at batch {it.batch}; "
+                     f"{it.inline.build_ratio:.2f}x and {it.inline.step_ratio:.2f}x their times alone)")
+        return Data(it.inline.build_s * scale, build_cv, handover, h2d, tuple(notes), None,
+                    (it.inline.step_s, it.batch))
+    w = it.workers
+    notes.append(f"workers and the training step share the cores at the paces measured in a DataLoader loop "
+                 f"(1..{len(w)} workers; a step alone {it.step_alone_s * 1e3:.1f} ms, a build "
+                 f"{it.build_alone_s * 1e3:.1f} ms at batch {it.batch})")
+    paces = Paces(tuple(p.step_ratio for p in w), tuple(p.build_ratio_idle for p in w),
+                  tuple(p.build_ratio_busy for p in w))
+    return Data(it.build_alone_s * scale, build_cv, handover, h2d, tuple(notes), paces, (it.step_alone_s, it.batch))
+
+
+def _interference(sc: Scenario, hw: Hardware, measured: dict[str, Any] | None, prof: Profile | None,
+                  notes: list[str]) -> Any:
+    """The profile's interference measurement, where it measured this input on this machine with these
+    threads and the scenario runs one training process per node (else None)."""
+    it = measured.get("interference") if measured is not None else None
+    if it is None or prof is None or not hw.on_cpu or hw.instance.gpus != 1:
+        return None
+    if it.cores != hw.vcpus or it.threads != hw.threads:
+        notes.append(f"builds and steps share the cores as modelled: the profile measured them meeting on "
+                     f"{it.cores} cores with {it.threads} training threads, this run has {hw.vcpus} and {hw.threads}")
+        return None
+    return it
 
 
 def _modelled_build(sc: Scenario, hw: Hardware, wl: Workload, micro: int) -> tuple[float, float, float]:

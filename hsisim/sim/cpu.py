@@ -15,6 +15,13 @@ lesser of its share and that measured slowdown beside the other work's cores (lo
 hand-overs: the busy competitors calibration measured beside). Other ranks' training steps count
 only through the share: measured beside two spinning cores, a 2-process gloo run on this 2-core VM
 was predicted 2.5-10x slower than it ran.
+
+Where calibration measured the user's own batch builds and training step meeting in a DataLoader
+loop on this machine (one training process per node), those measured paces replace the share: a
+step runs at 1 / ``step_ratio`` while n workers build, a worker at 1 / ``build_ratio_busy`` while the
+training process works and 1 / ``build_ratio_idle`` while it waits. Processor sharing is wrong in
+both directions there: a worker whose NumPy spins two BLAS threads takes far more than its share
+from an OpenMP training step, and the scheduler favours the training process after it has slept.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from typing import Any
 
 import simpy
 
+from hsisim.sim.spec import Paces
+
 
 @dataclass
 class _Work:
@@ -33,29 +42,32 @@ class _Work:
     demand: float  # cores it would use at full speed
     done: simpy.Event = field(repr=False)
     measured: bool = False  # slowed by the measured slowdown (a training step), not by the share
+    kind: str = "other"  # step | build | handover | other
     rate: float = 1.0
 
 
 class SharedCPU:
     """Processor sharing of ``cores`` among the pieces of work running on them."""
 
-    def __init__(self, env: simpy.Environment, cores: float, slowdown: tuple[float, ...] = ()) -> None:
-        self.env, self.cores = env, cores
+    def __init__(self, env: simpy.Environment, cores: float, slowdown: tuple[float, ...] = (),
+                 paces: Paces | None = None) -> None:
+        self.env, self.cores, self.paces = env, cores, paces
         # a training step's measured slowdown beside 0, 1, 2, ... busy cores' worth of other work
         self.slowdown = slowdown
         self.running: list[_Work] = []
         self._since = 0.0
         self._version = 0
 
-    def run(self, seconds: float, demand: float, measured: bool = False) -> simpy.Event:
+    def run(self, seconds: float, demand: float, measured: bool = False, kind: str = "other") -> simpy.Event:
         """An event that fires when ``seconds`` of full-speed work using ``demand`` cores is done
-        (``measured``: a training step, slowed by the calibrated slowdown where there is one)."""
+        (``measured``: a training step, slowed by the calibrated slowdown where there is one; ``kind``:
+        what it is, for measured paces)."""
         done = self.env.event()
         if seconds <= 0:
             done.succeed()
             return done
         self._progress()
-        self.running.append(_Work(seconds, demand, done, measured and bool(self.slowdown)))
+        self.running.append(_Work(seconds, demand, done, measured and bool(self.slowdown), kind))
         self._reschedule()
         return done
 
@@ -79,6 +91,24 @@ class SharedCPU:
         self.running = [w for w in self.running if w.left > 1e-12]
         for w in finished:
             w.done.succeed()
+        if self.paces is not None:
+            self._paced(self.paces)
+        else:
+            self._shared()
+        self._version += 1
+        if self.running:
+            first = min(w.left / w.rate for w in self.running)
+            self.env.process(self._wake(first, self._version))
+
+    def _paced(self, p: Paces) -> None:
+        n = sum(1 for w in self.running if w.kind == "build")
+        main = any(w.kind in ("step", "handover") for w in self.running)
+        step = 1.0 / p.of(p.step, n, grow=False)
+        build = 1.0 / p.of(p.build_busy if main else p.build_idle, n, grow=True)
+        for w in self.running:
+            w.rate = step if w.kind == "step" else build if w.kind == "build" else 1.0
+
+    def _shared(self) -> None:
         demand = sum(w.demand for w in self.running)
         share = min(1.0, self.cores / demand) if demand > 0 else 1.0
         # a training step gets at most its share, and loses at least what calibration measured beside
@@ -87,10 +117,6 @@ class SharedCPU:
         other = sum(w.demand for w in self.running if not w.measured)
         for w in self.running:
             w.rate = min(share, 1.0 / self._slowdown(other)) if w.measured else share
-        self._version += 1
-        if self.running:
-            first = min(w.left / w.rate for w in self.running)
-            self.env.process(self._wake(first, self._version))
 
     def _wake(self, delay: float, version: int) -> Generator[simpy.Event, Any, None]:
         yield self.env.timeout(max(0.0, delay))

@@ -65,18 +65,19 @@ class MicroSim:
         self._limit = 0
         self._t_prev = 0.0
         self._start_delay = job.worker_start_s if (start_workers and self.w) else 0.0
-        self.cpus = [SharedCPU(self.env, job.cpu_cores, job.compute_slowdown) for _ in range(job.nodes)] \
+        self.cpus = [SharedCPU(self.env, job.cpu_cores, job.compute_slowdown, job.paces) for _ in range(job.nodes)] \
             if job.cpu_cores > 0 else None
         for r in range(self.p):
             self.env.process(self._rank(r))
         self.env.process(self._coordinator())
 
     # -- processes -------------------------------------------------------------------------
-    def _busy(self, r: int, seconds: float, demand: float, step: bool = False) -> simpy.Event:
-        """``seconds`` of full-speed work by rank ``r``'s process or workers, on its node's shared cores."""
+    def _busy(self, r: int, seconds: float, demand: float, kind: str) -> simpy.Event:
+        """``seconds`` of full-speed work by rank ``r``'s process or workers, on its node's shared cores
+        (``kind``: step, build, handover or inline, a batch built by the training process)."""
         if self.cpus is None:
             return self.env.timeout(seconds)
-        return self.cpus[r // self.job.gpus_per_node].run(seconds, demand, measured=step)
+        return self.cpus[r // self.job.gpus_per_node].run(seconds, demand, measured=kind == "step", kind=kind)
 
     def _note(self, what: str) -> None:
         if self.log is not None:
@@ -102,18 +103,18 @@ class MicroSim:
             comp = 0.0
             for _ in range(self.k):
                 if self.w == 0:
-                    yield self._busy(r, self._draw_build(), 1.0)
+                    yield self._busy(r, self._draw_build(), 1.0, "inline")
                 else:
                     yield ready[i]
                     del ready[i]
                     dispatch(i + self.depth)
                     if job.handover_s:
-                        yield self._busy(r, job.handover_s, 1.0)
+                        yield self._busy(r, job.handover_s, 1.0, "handover")
                 self._note(f"rank{r} got batch {i}")
                 yield env.timeout(job.h2d_s)
                 c = self._draw_compute()
                 t0 = env.now
-                yield self._busy(r, c, job.compute_cpu_demand, step=True)
+                yield self._busy(r, c, job.compute_cpu_demand, "step")
                 comp += env.now - t0 if self.cpus is not None else c  # slowed by sharing: all of it compute
                 i += 1
             self._note(f"rank{r} at barrier step {step}")
@@ -128,7 +129,7 @@ class MicroSim:
             yield self.env.timeout(self._start_delay)
         while True:
             i = yield store.get()
-            yield self._busy(r, self._draw_build(), 1.0)
+            yield self._busy(r, self._draw_build(), 1.0, "build")
             self._note(f"rank{r} worker{w} built batch {i}")
             ready[i].succeed()
 

@@ -12,6 +12,29 @@ from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
+class Paces:
+    """Measured slowdowns of a training step and of its workers' builds as they meet (index n - 1: n
+    workers building), each over its time alone (``interference_probe``)."""
+
+    step: tuple[float, ...]
+    build_idle: tuple[float, ...]
+    build_busy: tuple[float, ...]
+
+    def of(self, table: tuple[float, ...], n: int, grow: bool) -> float:
+        """The ratio with ``n`` workers building; beyond the measured counts it grows in proportion
+        (``grow``: builds sharing the cores) or along the last measured slope (a step)."""
+        if n <= 0:
+            return 1.0
+        k = len(table)
+        if n <= k:
+            return table[n - 1]
+        if grow:
+            return table[-1] * n / k
+        slope = max(0.0, table[-1] - table[-2]) if k > 1 else 0.0
+        return table[-1] + (n - k) * slope
+
+
+@dataclass(frozen=True)
 class Job:
     """One training world (a node count) at step level: seconds, bytes and USD."""
 
@@ -48,6 +71,9 @@ class Job:
     # a training step's measured slowdown beside 0, 1, 2, ... busy cores of other work (calibrated; empty:
     # the processor-sharing share)
     compute_slowdown: tuple[float, ...] = ()
+    # measured paces of the training step and its workers' builds as they meet on this node (calibrated
+    # on this machine, one training process per node); replace the share and the slowdown where given
+    paces: Paces | None = None
     # run level
     ckpt_bytes: float = 0.0
     ckpt_write_s: float = 0.0
