@@ -241,7 +241,8 @@ def interference_probe(net: Net, ds: Dataset, batch: int, max_workers: int, roun
       than their shares, so side by side without pause both lose 2x more than they do in a loop.
 
     Rounds repeat everything, alone and beside, so that a shared machine's drift weighs on both;
-    each ratio is the median over rounds.
+    the ratios pool the rounds' times (sums), and the times alone are their means, so that the model
+    multiplies each ratio by the times it was measured against.
     """
     from torch.utils.data import default_collate
 
@@ -263,17 +264,14 @@ def interference_probe(net: Net, ds: Dataset, batch: int, max_workers: int, roun
     for warm in (build, step, step):
         warm()
     timed_ds = _TimedBuilds(ds)
-    inline: dict[str, list[float]] = {"build_ratio": [], "step_ratio": []}
     alone: dict[str, list[float]] = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
     table: dict[int, dict[str, list[float]]] = {
-        k: {"step_ratio": [], "build_ratio_idle": [], "build_ratio_busy": [], "loop_step_s": [], "loop_wait_s": []}
+        k: {"covered": [], "owed": [], "idle_s": [], "busy_t": [], "left": [], "loop_step_s": [], "loop_wait_s": []}
         for k in range(1, max_workers + 1)}
     for _ in range(rounds):
         step_alone = statistics.median(timed(step) for _ in range(reps))
         build_alone = statistics.median(timed(build) for _ in range(reps))
         pairs = [(timed(build), timed(step)) for _ in range(reps)]
-        inline["build_ratio"].append(statistics.median(b for b, _ in pairs) / build_alone)
-        inline["step_ratio"].append(statistics.median(s for _, s in pairs) / step_alone)
         alone["step_alone_s"].append(step_alone)
         alone["build_alone_s"].append(build_alone)
         alone["build_s"].append(statistics.median(b for b, _ in pairs))
@@ -304,33 +302,41 @@ def interference_probe(net: Net, ds: Dataset, batch: int, max_workers: int, roun
             row["loop_wait_s"].append(statistics.fmean(waits))
             del it, loader
             # a step: alone for the part no build covered, slowed by the ratio for the rest (the builds
-            # beside the last steps are those of the batches taken after the loop)
+            # beside the last steps are those of the batches taken after the loop); the work done
+            # uncovered, at full pace, leaves the rest for the covered time
             covered = sum(_overlap(spans + [(s, e) for _, s, e in builds[:k]], a, b) for a, b in computing)
             total = sum(b - a for a, b in computing)
-            # the work done uncovered, at full pace, leaves the rest for the covered time
-            owed = len(computing) * step_alone - (total - covered)
-            row["step_ratio"].append(max(1.0, covered / owed) if covered > 0.05 * total and owed > 0.05 * total
-                                     else max(1.0, total / (len(computing) * step_alone)))
-            # a build: at the idle pace for the part no step covered, slowed by the ratio for the rest
+            row["covered"].append(covered)
+            row["owed"].append(len(computing) * step_alone - (total - covered))
+            # a build: at the idle pace for the time no step ran beside it, slowed by the ratio for the rest
             beside = [(s, e) for s, e in spans if e - s > 0]
             busy_t = sum(_overlap(every, s, e) for s, e in beside)
-            dur = sum(e - s for s, e in beside)
-            work = len(beside) * build_alone
-            idle_ratio = idle / build_alone
-            row["build_ratio_idle"].append(idle_ratio)
-            # dur = (dur - busy_t) / pace_idle ... each second off a step does 1/idle_ratio of a build's work
-            left = work - (dur - busy_t) / idle_ratio
-            row["build_ratio_busy"].append(max(idle_ratio, busy_t / left) if left > 0.05 * work else
-                                           max(idle_ratio, dur / work))
-    med = {key: statistics.median(v) for key, v in alone.items()}
+            row["idle_s"].append(idle)
+            row["busy_t"].append(busy_t)
+            done_idle = (sum(e - s for s, e in beside) - busy_t) * build_alone / idle  # work done beside no step
+            row["left"].append(len(beside) * build_alone - done_idle)
+    # pooled over the rounds (sums of times, means of the times alone), so that the ratios and the
+    # times alone they multiply come from the same measurements
+    mean = {key: statistics.fmean(v) for key, v in alone.items()}
+    workers = []
+    for k, row in table.items():
+        idle_ratio = statistics.fmean(row["idle_s"]) / mean["build_alone_s"]
+        cov, owed, busy_t, left = (sum(row[key]) for key in ("covered", "owed", "busy_t", "left"))
+        steady = statistics.fmean(row["loop_step_s"]) - statistics.fmean(row["loop_wait_s"])
+        workers.append({
+            "workers": k,
+            "step_ratio": max(1.0, cov / owed) if owed > 0.05 * cov > 0 else max(1.0, steady / mean["step_alone_s"]),
+            "build_ratio_idle": idle_ratio,
+            "build_ratio_busy": max(idle_ratio, busy_t / left) if left > 0.05 * busy_t > 0 else idle_ratio,
+            "loop_step_s": statistics.fmean(row["loop_step_s"]), "loop_wait_s": statistics.fmean(row["loop_wait_s"])})
     return {"threads": torch.get_num_threads(), "cores": os.cpu_count() or 1, "batch": batch,
-            "step_alone_s": med["step_alone_s"], "build_alone_s": med["build_alone_s"],
-            "inline": {**{key: statistics.median(v) for key, v in inline.items()},
-                       "build_s": med["build_s"], "step_s": med["step_s"]},
-            "workers": [{"workers": k, **{key: statistics.median(v) for key, v in row.items()}}
-                        for k, row in table.items()],
+            "step_alone_s": mean["step_alone_s"], "build_alone_s": mean["build_alone_s"],
+            "inline": {"build_ratio": mean["build_s"] / mean["build_alone_s"],
+                       "step_ratio": mean["step_s"] / mean["step_alone_s"],
+                       "build_s": mean["build_s"], "step_s": mean["step_s"]},
+            "workers": workers,
             "method": "the user's batch builds and a training step, alternated in one process, and in a DataLoader "
-                      "loop with k workers timed on one clock; each over its time alone; medians over rounds"}
+                      "loop with k workers timed on one clock; each over its time alone; pooled over rounds"}
 
 
 def memory_probe(net: Net, device: torch.device, batches: list[int], limit: int = 1 << 16) -> dict[str, Any]:
