@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 torch = pytest.importorskip("torch", reason="calibration needs torch (pip install torch==2.13.0)")
 
-from hsisim.calibration import collectives, probes  # noqa: E402
+from hsisim.calibration import collectives, interference, probes  # noqa: E402
 from hsisim.calibration.data import (  # noqa: E402
     PatchDataset,
     fit_preprocess,
@@ -129,9 +129,9 @@ def test_compute_and_checkpoint_probes_on_the_cpu(tmp_path: Path) -> None:
 
 def test_overlap_counts_covered_time_once() -> None:
     spans = [(0.0, 1.0), (0.5, 2.0), (3.0, 4.0)]
-    assert probes._overlap(spans, 0.0, 5.0) == pytest.approx(3.0)  # [0, 2] and [3, 4]
-    assert probes._overlap(spans, 1.5, 3.5) == pytest.approx(1.0)
-    assert probes._overlap([], 0.0, 1.0) == 0.0
+    assert interference.overlap(spans, 0.0, 5.0) == pytest.approx(3.0)  # [0, 2] and [3, 4]
+    assert interference.overlap(spans, 1.5, 3.5) == pytest.approx(1.0)
+    assert interference.overlap([], 0.0, 1.0) == 0.0
 
 
 class _Cubes(torch.utils.data.Dataset):  # type: ignore[misc]
@@ -143,7 +143,7 @@ class _Cubes(torch.utils.data.Dataset):  # type: ignore[misc]
 
 
 def test_interference_probe_times_builds_and_steps_meeting() -> None:
-    res = probes.interference_probe(probes.builtin_net("hamida", 20, 3, 5), _Cubes(), 8, 2, rounds=1, reps=3,
+    res = interference.interference_probe(probes.builtin_net("hamida", 20, 3, 5), _Cubes(), 8, 2, rounds=1, reps=3,
                                     steps=4)
     assert res["threads"] == torch.get_num_threads() and res["cores"] == os.cpu_count()
     assert set(res["inline"]) == {"build_ratio", "step_ratio", "build_s", "step_s"}

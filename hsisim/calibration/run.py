@@ -23,6 +23,7 @@ from hsisim import catalog
 from hsisim._version import __version__
 from hsisim.calibration import collectives, probes
 from hsisim.calibration.data import PatchDataset, fit_preprocess, make_scene, offline_cube, open_cube, write_cube
+from hsisim.calibration.interference import interference_probe
 from hsisim.calibration.models import MODELS, forward_flops, param_count
 from hsisim.errors import HsisimInputError
 from hsisim.profile import FORMAT, ProfileData, document, nearest_count
@@ -280,8 +281,7 @@ def _interference(d: dict[str, Any], net: probes.Net, ds: Any, dev: torch.device
         return
     k = min(4, os.cpu_count() or 1)
     say(f"interference probe: batch builds beside the training step, 0..{k} workers")
-    d["interference"] = probes.interference_probe(net, ds, batch, k, rounds=2 if quick else 3,
-                                                  steps=10 if quick else 16)
+    d["interference"] = interference_probe(net, ds, batch, k, rounds=2 if quick else 3, steps=10 if quick else 16)
 
 
 def _builtin_data(profile: dict[str, Any], w: Workload, fmt: str, dev: torch.device, batch: int, workers: list[int],

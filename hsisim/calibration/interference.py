@@ -1,0 +1,182 @@
+"""How a CPU training step and the user's own batch builds slow each other, measured as they meet.
+
+``interference_probe`` measures two ways they meet:
+
+* ``inline`` (no workers): the training process builds each batch itself, then steps. Each slows (or
+  speeds) the other even though they never overlap (one library's thread pool still spinning when
+  the other's starts, caches): each one's time, alternated (``build_s``, ``step_s``), and its ratio to
+  its time alone (``step_alone_s``; ``build_alone_s``: builds back to back, as a worker builds them).
+* ``workers`` (k = 1 … ``max_workers``): a real DataLoader with k workers feeding training steps, its
+  workers' batch builds and the steps timed on one clock. ``step_ratio``: a step's slowdown over the
+  time a build ran beside it; ``build_ratio_busy``: a build's slowdown over the time a step ran beside
+  it; ``build_ratio_idle``: k workers' builds while the training process only takes batches. Each
+  over the in-process build or the step alone. Measured in the loop, not with both kept busy: the
+  scheduler favours a process that has slept (the training process waiting for its batch), and
+  thread pools spinning beside each other slow each other far more than their shares; side by side
+  without pause both lost about 2x more than in a loop (a per-patch PCA on this 2-core VM).
+
+Rounds repeat everything, alone and beside, so that a shared machine's drift weighs on both; the
+ratios pool the rounds' times (sums), and the times alone are their means, so that the model
+multiplies each ratio by the times it was measured against.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, default_collate
+
+from hsisim.calibration.probes import Net, forever, make_training, training_step
+
+Span = tuple[float, float]
+
+
+class _TimedBuilds(Dataset):
+    """The user's Dataset as a DataLoader worker sees it, with each batch's build start time attached."""
+
+    def __init__(self, ds: Dataset) -> None:
+        self.ds = ds
+
+    def __len__(self) -> int:
+        return len(self.ds)  # type: ignore[arg-type]
+
+    def __getitem__(self, i: int) -> Any:
+        return self.ds[i]
+
+    def __getitems__(self, idx: list[int]) -> tuple[float, list[Any]]:
+        t0 = time.perf_counter()
+        return t0, [self.ds[int(i)] for i in idx]
+
+
+def _timed_collate(data: Any) -> tuple[Any, float, float]:
+    """The default collate, returning the build's (start, end) with the batch (perf_counter: the system's
+    monotonic clock, the same in every process)."""
+    t0, samples = data
+    return default_collate(samples), t0, time.perf_counter()
+
+
+def overlap(spans: list[Span], a: float, b: float) -> float:
+    """How much of [a, b] at least one of ``spans`` covers (seconds)."""
+    cover, end = 0.0, a
+    for s, e in sorted(spans):
+        s, e = max(s, end), min(e, b)
+        if e > s:
+            cover += e - s
+            end = e
+    return cover
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, steps: int, reps: int
+          ) -> tuple[list[Span], list[Span], list[Span], list[float], list[tuple[Any, float, float]]]:
+    """The DataLoader loop with k workers, long enough to reach its steady state: the first steps
+    after the training process has slept run faster (and the builds slower) than the rest (a 12-step
+    loop gave 1.8x for the step where 40 steps of the user's own loop gave 2.8x). Returns the measured
+    steps, every step, the builds of the measured steps' batches, the waits, and the builds taken
+    after the loop (the first k ran beside the last steps, the rest beside no step)."""
+    computing: list[Span] = []
+    every: list[Span] = []
+    spans: list[Span] = []
+    waits: list[float] = []
+    for j in range(steps // 2 + steps):
+        t_w = time.perf_counter()
+        _, s0, e0 = next(it)
+        t0 = time.perf_counter()
+        step()
+        every.append((t0, time.perf_counter()))
+        if j >= steps // 2:
+            spans.append((s0, e0))
+            computing.append(every[-1])
+            waits.append(t0 - t_w)
+    after = [next(it) for _ in range(k + max(reps, 2 * k))]  # the training process only takes batches
+    return computing, every, spans, waits, after
+
+
+def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int, step: Callable[[], Any],
+                   step_alone: float, build_alone: float, steps: int, reps: int) -> None:
+    """One round with k workers: the loop's times, and what the paces must have been."""
+    loader = DataLoader(_TimedBuilds(ds), batch_size=batch, shuffle=True, num_workers=k, drop_last=True,
+                        collate_fn=_timed_collate)
+    it = forever(loader)
+    for _ in range(k + 1):  # the workers are up
+        next(it)
+    computing, every, spans, waits, after = _loop(it, step, k, steps, reps)
+    del it, loader
+    idle = statistics.median(e - s for _, s, e in after[k:])
+    row["loop_step_s"].append(statistics.fmean(w + b - a for w, (a, b) in zip(waits, computing, strict=True)))
+    row["loop_wait_s"].append(statistics.fmean(waits))
+    # a step: at full pace for the part no build covered, so the covered time did the rest of its work
+    covered = sum(overlap(spans + [(s, e) for _, s, e in after[:k]], a, b) for a, b in computing)
+    total = sum(b - a for a, b in computing)
+    row["covered"].append(covered)
+    row["owed"].append(len(computing) * step_alone - (total - covered))
+    # a build: at the idle pace for the time no step ran beside it, so the time beside steps did the rest
+    beside = [(s, e) for s, e in spans if e - s > 0]
+    busy_t = sum(overlap(every, s, e) for s, e in beside)
+    done_idle = (sum(e - s for s, e in beside) - busy_t) * build_alone / idle
+    row["idle_s"].append(idle)
+    row["busy_t"].append(busy_t)
+    row["left"].append(len(beside) * build_alone - done_idle)
+
+
+def _pooled(k: int, row: dict[str, list[float]], step_alone: float, build_alone: float) -> dict[str, Any]:
+    """k workers' paces from the rounds' times pooled."""
+    idle_ratio = statistics.fmean(row["idle_s"]) / build_alone
+    cov, owed, busy_t, left = (sum(row[key]) for key in ("covered", "owed", "busy_t", "left"))
+    loop_step, loop_wait = statistics.fmean(row["loop_step_s"]), statistics.fmean(row["loop_wait_s"])
+    return {"workers": k,
+            "step_ratio": max(1.0, cov / owed) if owed > 0.05 * cov > 0 else
+            max(1.0, (loop_step - loop_wait) / step_alone),
+            "build_ratio_idle": idle_ratio,
+            "build_ratio_busy": max(idle_ratio, busy_t / left) if left > 0.05 * busy_t > 0 else idle_ratio,
+            "loop_step_s": loop_step, "loop_wait_s": loop_wait}
+
+
+def interference_probe(net: Net, ds: Dataset, batch: int, max_workers: int, rounds: int = 2, reps: int = 7,
+                       steps: int = 12, optimizer: str = "adam") -> dict[str, Any]:
+    """The user's batch builds and a CPU training step, alternated and in a DataLoader loop (module doc)."""
+    model, opt, scaler, dtype = make_training(net, torch.device("cpu"), optimizer, amp=False)
+    x, y = net.batch(batch, torch.device("cpu"))
+    step = functools.partial(training_step, model, opt, x, y, scaler, dtype)
+    rng = np.random.default_rng(1)
+    n = len(ds)  # type: ignore[arg-type]
+
+    def build() -> None:
+        default_collate([ds[int(i)] for i in rng.integers(0, n, batch)])
+
+    for warm in (build, step, step):
+        warm()
+    alone: dict[str, list[float]] = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
+    table: dict[int, dict[str, list[float]]] = {
+        k: {"covered": [], "owed": [], "idle_s": [], "busy_t": [], "left": [], "loop_step_s": [], "loop_wait_s": []}
+        for k in range(1, max_workers + 1)}
+    for _ in range(rounds):
+        step_alone = statistics.median(_timed(step) for _ in range(reps))
+        build_alone = statistics.median(_timed(build) for _ in range(reps))
+        pairs = [(_timed(build), _timed(step)) for _ in range(reps)]
+        for key, v in zip(alone, (step_alone, build_alone, statistics.median(b for b, _ in pairs),
+                                  statistics.median(s for _, s in pairs)), strict=True):
+            alone[key].append(v)
+        for k, row in table.items():
+            _workers_round(row, ds, batch, k, step, step_alone, build_alone, steps, reps)
+    mean = {key: statistics.fmean(v) for key, v in alone.items()}
+    return {"threads": torch.get_num_threads(), "cores": os.cpu_count() or 1, "batch": batch,
+            "step_alone_s": mean["step_alone_s"], "build_alone_s": mean["build_alone_s"],
+            "inline": {"build_ratio": mean["build_s"] / mean["build_alone_s"],
+                       "step_ratio": mean["step_s"] / mean["step_alone_s"],
+                       "build_s": mean["build_s"], "step_s": mean["step_s"]},
+            "workers": [_pooled(k, row, mean["step_alone_s"], mean["build_alone_s"]) for k, row in table.items()],
+            "method": "the user's batch builds and a training step, alternated in one process, and in a DataLoader "
+                      "loop with k workers timed on one clock; each over its time alone; pooled over rounds"}
