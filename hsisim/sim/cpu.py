@@ -42,7 +42,7 @@ class _Work:
     demand: float  # cores it would use at full speed
     done: simpy.Event = field(repr=False)
     measured: bool = False  # slowed by the measured slowdown (a training step), not by the share
-    kind: str = "other"  # step | build | handover | other
+    kind: str = "other"  # step | build | handover | inline | other
     rate: float = 1.0
 
 
@@ -58,16 +58,16 @@ class SharedCPU:
         self._since = 0.0
         self._version = 0
 
-    def run(self, seconds: float, demand: float, measured: bool = False, kind: str = "other") -> simpy.Event:
+    def run(self, seconds: float, demand: float, kind: str = "other") -> simpy.Event:
         """An event that fires when ``seconds`` of full-speed work using ``demand`` cores is done
-        (``measured``: a training step, slowed by the calibrated slowdown where there is one; ``kind``:
-        what it is, for measured paces)."""
+        (``kind``: step, build, handover, inline or other; a step is slowed by the calibrated slowdown
+        where there is one, and every kind has its measured pace where there are paces)."""
         done = self.env.event()
         if seconds <= 0:
             done.succeed()
             return done
         self._progress()
-        self.running.append(_Work(seconds, demand, done, measured and bool(self.slowdown), kind))
+        self.running.append(_Work(seconds, demand, done, kind == "step" and bool(self.slowdown), kind))
         self._reschedule()
         return done
 

@@ -77,7 +77,7 @@ class MicroSim:
         (``kind``: step, build, handover or inline, a batch built by the training process)."""
         if self.cpus is None:
             return self.env.timeout(seconds)
-        return self.cpus[r // self.job.gpus_per_node].run(seconds, demand, measured=kind == "step", kind=kind)
+        return self.cpus[r // self.job.gpus_per_node].run(seconds, demand, kind)
 
     def _note(self, what: str) -> None:
         if self.log is not None:
