@@ -298,22 +298,19 @@ def forever(loader: DataLoader) -> Any:
         yield from loader
 
 
-def handover_probe(ds: Dataset, batches: list[int], fetches: int = 20, work_s: float = 0.02) -> dict[str, Any]:
+def handover_probe(ds: Dataset, batches: list[int], build: dict[str, Any], fetches: int = 20,
+                   work_s: float = 0.02) -> dict[str, Any]:
     """What ``next()`` costs the training process for a batch a worker has already finished.
 
-    Before each fetch the process sleeps 1.5x an in-process build of the batch, so that the worker is
-    surely done (else the probe times the build, not the hand-over: 258 ms instead of a few at batch 64
-    of a per-patch PCA), then stays busy ``work_s`` (arithmetic, as training would); fit
-    t(b) = a + c·b over batch sizes.
+    Before each fetch the process sleeps 1.5x the in-process build of the batch (``build``: the data
+    probe's fit a + c·b), so that the worker is surely done (else the probe times the build, not the
+    hand-over: 258 ms instead of a few at batch 64 of a per-patch PCA), then stays busy ``work_s``
+    (arithmetic, as training would); fit t(b) = a + c·b over batch sizes.
     """
     a_mat = torch.randn(256, 256)
     pts = []
     for b in batches:
-        inline = iter(forever(DataLoader(ds, batch_size=b, shuffle=True, num_workers=0, drop_last=True)))
-        next(inline)
-        t0 = time.perf_counter()
-        next(inline)
-        ahead = 1.5 * (time.perf_counter() - t0)
+        ahead = 1.5 * max(0.0, build["a_s"] + build["c_s_per_sample"] * b)
         loader = DataLoader(ds, batch_size=b, shuffle=True, num_workers=1, prefetch_factor=2,
                             persistent_workers=True, drop_last=True)
         it = iter(loader)
@@ -325,7 +322,7 @@ def handover_probe(ds: Dataset, batches: list[int], fetches: int = 20, work_s: f
             t0 = time.perf_counter()
             next(it)
             ts.append(time.perf_counter() - t0)
-        del it, loader, inline
+        del it, loader
         pts.append({"batch": b, "median_s": statistics.median(ts)})
     a, c, r2 = fit_line([p["batch"] for p in pts], [p["median_s"] for p in pts])
     return {"a_s": a, "c_s_per_sample": c, "r2": r2, "points": pts}

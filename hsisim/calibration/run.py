@@ -268,7 +268,8 @@ def _user_data(profile: dict[str, Any], ds: Any, factory: str, net: probes.Net, 
     """The user's own __getitem__ and collate."""
     say(f"data probe: {factory}, workers {workers}")
     d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda", samples=100 if quick else 300)
-    d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}), fetches=10 if quick else 20)
+    d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}), d["batch_build"],
+                                          fetches=10 if quick else 20)
     _interference(d, net, ds, dev, batch, quick, say)
     profile["data"] = {"dataset": factory, "batch": batch,
                        "modes": {"factory": {"dataset_factory": factory, "sample_shape": list(net.sample_shape), **d}}}
@@ -293,7 +294,7 @@ def _builtin_data(profile: dict[str, Any], w: Workload, fmt: str, dev: torch.dev
             say(f"data probe: preprocess {mode}, workers {workers}")
             ds = dataset_for(s, w, mode)
             d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda", samples=200 if quick else 600)
-            d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}),
+            d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}), d["batch_build"],
                                                   fetches=10 if quick else 20)
             _interference(d, net, ds, dev, batch, quick, say)
             modes[mode] = {"patch": w.patch, "out_bands": w.bands, **d}
