@@ -4,9 +4,11 @@
 
 For each configuration of ``benchmarks/user_loop/hamida_user.py`` (the script a user wrote, run as
 a plain ``python`` process with PyTorch's defaults), each round does, one after the other, so that
-a noisy machine weighs on both: ``hsisim calibrate`` on the script's factories, ``hsisim run`` on a
-scenario naming them (``instance: local-cpu``), and the script's own training loop. It prints every
-round: the measured and predicted mean step time and data-wait share, and the errors.
+a noisy machine weighs on both: the script's own training loop, ``hsisim calibrate`` on the
+script's factories and ``hsisim run`` on a scenario naming them (``instance: local-cpu``), and the
+script's loop again. The prediction is compared with the mean of the two loops around it (a
+machine that drifts during the round weighs on both sides alike); the two loops' difference is
+printed too, as the real run's own spread in that round. It prints every round.
 """
 
 from __future__ import annotations
@@ -81,8 +83,8 @@ def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     configs = _configs()
     names = sys.argv[2:] or list(configs)
-    print("| config | round | step measured | step predicted | error | data wait measured | predicted | "
-          "error (points) | calibration's own loop: step, data wait |")
+    print("| config | round | step measured (before, after) | step predicted | error | data wait measured (before, "
+          "after) | predicted | error (points) | calibration's own loop: step, data wait |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     pooled: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as d:
@@ -90,12 +92,17 @@ def main() -> None:
         (work / "hamida_user.py").write_text(SCRIPT.read_text())
         for name in names:
             for r in range(rounds):
+                before = measure(name, work)
                 p = predict(name, configs[name], work)
-                m = measure(name, work)
+                after = measure(name, work)
+                m = {k: (before[k] + after[k]) / 2 for k in ("step_s", "wait_share")}
+                spread = 100 * (after["step_s"] / before["step_s"] - 1)
                 err = 100 * (p["step_s"] / m["step_s"] - 1)
                 pts = 100 * (p["wait_share"] - m["wait_share"])
-                print(f"| {name} | {r + 1} | {m['step_s'] * 1e3:.1f} ms | {p['step_s'] * 1e3:.1f} ms | {err:+.1f} % | "
-                      f"{m['wait_share']:.1%} | {p['wait_share']:.1%} | {pts:+.1f} | "
+                print(f"| {name} | {r + 1} | {m['step_s'] * 1e3:.1f} ms ({before['step_s'] * 1e3:.1f}, "
+                      f"{after['step_s'] * 1e3:.1f}: {spread:+.1f} %) | {p['step_s'] * 1e3:.1f} ms | {err:+.1f} % | "
+                      f"{m['wait_share']:.1%} ({before['wait_share']:.1%}, {after['wait_share']:.1%}) | "
+                      f"{p['wait_share']:.1%} | {pts:+.1f} | "
                       f"{p['probe_step_s'] * 1e3:.1f} ms, {p['probe_wait_share']:.1%} |", flush=True)
                 pooled.setdefault(name, []).append({**{f"m_{k}": v for k, v in m.items()}, **p})
     print("\npooled over the rounds (mean of the predictions against the mean of the measurements):")
