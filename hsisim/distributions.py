@@ -206,6 +206,38 @@ class Empirical(_Dist):
         return 1.0 - np.searchsorted(arr, x, side="right") / len(arr)
 
 
+# -- the spread between ranks ---------------------------------------------------------------------
+GAMMA_CV_MAX = 2.0  # shape 0.25: a time that is nearly always short and now and then very long
+_NORMAL_CV = 1e-4  # below this the gamma is a normal to well within floating point
+
+
+def _gamma_mean_difference(cv: float) -> float:
+    """E|X1 − X2| / E[X] for two independent gammas with this cv: 2·Γ(k + ½) / (√π·Γ(k + 1)), k = 1/cv²."""
+    k = 1.0 / cv**2
+    return 2.0 * math.exp(special.gammaln(k + 0.5) - special.gammaln(k + 1.0)) / math.sqrt(math.pi)
+
+
+def gamma_cv_for_mean_difference(ratio: float) -> float:
+    """The cv of a gamma whose mean absolute difference between two draws is ``ratio`` × its mean.
+
+    Two ranks at a barrier wait for the later one: on average half the mean absolute difference
+    E|X1 − X2|. A gamma with this cv makes the simulator's ranks wait as long as the measured ones,
+    however the measured difference is shaped (a rare long stall gives a large standard deviation
+    but a small mean difference). The ratio runs from 0 (cv 0) through 2/√π·cv for small cv (the
+    normal's 2σ/√π) and 1 at cv 1 (the exponential) towards 2; the cv is capped at GAMMA_CV_MAX.
+    """
+    if not math.isfinite(ratio) or ratio < 0:
+        raise ValueError(f"a mean absolute difference over the mean is a finite number >= 0, not {ratio}")
+    if ratio == 0:
+        return 0.0
+    if ratio <= _gamma_mean_difference(_NORMAL_CV):
+        return ratio * math.sqrt(math.pi) / 2.0
+    if ratio >= _gamma_mean_difference(GAMMA_CV_MAX):
+        return GAMMA_CV_MAX
+    return float(optimize.brentq(lambda cv: _gamma_mean_difference(cv) - ratio, _NORMAL_CV, GAMMA_CV_MAX,
+                                 xtol=1e-12, rtol=1e-12))
+
+
 Distribution = Annotated[
     Constant | Exponential | LogNormal | Weibull | Gamma | Empirical,
     Field(discriminator="dist"),

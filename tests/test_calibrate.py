@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -28,6 +29,7 @@ from hsisim.calibration.data import (  # noqa: E402
 from hsisim.calibration.models import MODELS, build, forward_flops, param_count  # noqa: E402
 from hsisim.catalog.hsi_models import BUILDERS  # noqa: E402
 from hsisim.cli import app  # noqa: E402
+from hsisim.distributions import gamma_cv_for_mean_difference  # noqa: E402
 from hsisim.profile import load_profile  # noqa: E402
 from hsisim.resolve import resolve_job  # noqa: E402
 from hsisim.scenario import load_scenario  # noqa: E402
@@ -157,15 +159,38 @@ def test_interference_probe_times_builds_and_steps_meeting() -> None:
     Interference.model_validate(res)  # what calibrate writes, a profile reads
 
 
-def test_rank_spread_keeps_only_what_differs_between_ranks() -> None:
+def test_rank_difference_keeps_only_what_differs_between_ranks() -> None:
     rng = np.random.default_rng(4)
     n = 4000
     common = rng.normal(0.0, 0.5, n)  # the machine slows every rank at once
-    ranks = [list(1.0 + common + rng.normal(0.0, 0.1, n)) for _ in range(2)]
-    # the pooled within-step variance is sigma^2 * chi2(n) / n: relative s.e. of the sd sqrt(1/(2n)) ~ 1.1 %
-    assert collectives.rank_spread(ranks) == pytest.approx(0.1, rel=0.045)
-    assert collectives.rank_spread([list(1.0 + common)] * 3) == pytest.approx(0.0, abs=1e-12)
-    assert collectives.rank_spread([ranks[0]]) == 0.0
+    ranks = [list(1.0 + common + rng.normal(0.0, 0.1, n)) for _ in range(3)]
+    # X1 - X2 ~ N(0, 2·0.1²): E|X1 - X2| = 2·0.1/sqrt(pi) = 0.1128; the per-step |difference| has
+    # sd 0.1414·sqrt(1 - 2/pi) = 0.085, so the mean of 3 pairs x 4000 steps has s.e. below 0.0014
+    assert collectives.rank_difference(ranks) == pytest.approx(0.2 / math.sqrt(math.pi), abs=4 * 0.0014)
+    assert collectives.rank_difference([list(1.0 + common)] * 3) == pytest.approx(0.0, abs=1e-12)
+    assert collectives.rank_difference([ranks[0]]) == 0.0
+    # a normal difference gives back its own cv through the gamma inversion (small cv: normal limit)
+    cv = gamma_cv_for_mean_difference(collectives.rank_difference(ranks) / 1.0)
+    assert cv == pytest.approx(0.1, rel=0.06)
+
+
+def test_a_rare_stall_counts_in_the_wait_as_often_as_it_happens() -> None:
+    """Two ranks, each stalled 1 step in 50 by 10x its step: the simulator's independent gamma ranks,
+    with the cv calibrate derives, wait at the barrier as long as the measured ranks did."""
+    rng = np.random.default_rng(7)
+    n, p, stall = 20000, 0.02, 10.0
+    ranks = np.array([1.0 + rng.normal(0.0, 0.02, n) + stall * (rng.random(n) < p) for _ in range(2)])
+    real_wait = float((ranks.max(axis=0) - ranks.mean(axis=0)).mean())  # E|X1 - X2| / 2 ~ p(1-p)·stall
+    mean = float(ranks.mean())
+    cv = gamma_cv_for_mean_difference(collectives.rank_difference(list(map(list, ranks))) / mean)
+    sim = rng.gamma(1 / cv**2, mean * cv**2, (2, 200000))
+    sim_wait = float((sim.max(axis=0) - sim.mean(axis=0)).mean())
+    # real_wait has s.e. ~ stall/2·sqrt(2p/n) ~ 0.005 on ~0.2; the simulated one far less
+    assert sim_wait == pytest.approx(real_wait, abs=4 * 0.005)
+    # the standard deviation, as calibrate used it before, makes them wait about three times as long
+    sd_cv = float(np.sqrt(ranks.var(axis=0, ddof=1).mean())) / mean
+    sd_sim = rng.gamma(1 / sd_cv**2, mean * sd_cv**2, (2, 200000))
+    assert float((sd_sim.max(axis=0) - sd_sim.mean(axis=0)).mean()) > 1.8 * real_wait
 
 
 def _clock_worker(rank: int, port: int, out: str) -> None:

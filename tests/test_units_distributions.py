@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from hsisim import units
+from hsisim import distributions, units
 from hsisim.distributions import Distribution
 
 
@@ -100,3 +100,28 @@ def test_exponential_rate_and_mean_are_the_same_thing() -> None:
 def test_bad_distribution_specs_are_rejected(spec: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         DIST.validate_python(spec)
+
+
+@pytest.mark.parametrize("cv", [0.02, 0.1, 0.3, 0.7, 1.0, 1.5])
+def test_gamma_cv_from_mean_difference_inverts_a_sample(cv: float) -> None:
+    """Draw pairs from a gamma with this cv; the inversion of their mean |X1 - X2| gives the cv back."""
+    rng = np.random.default_rng(int(cv * 1000))
+    n = 400_000
+    x = rng.gamma(1 / cv**2, cv**2, (2, n))  # mean 1
+    diff = np.abs(x[0] - x[1])
+    ratio = float(diff.mean())
+    # the ratio's s.e. is sd(diff)/sqrt(n); the cv moves with it by 1/(d ratio / d cv) < 1/0.5 here
+    tol = 4 * float(diff.std()) / math.sqrt(n) * 2
+    assert distributions.gamma_cv_for_mean_difference(ratio) == pytest.approx(cv, abs=tol)
+
+
+def test_gamma_cv_from_mean_difference_exact_points() -> None:
+    f = distributions.gamma_cv_for_mean_difference
+    assert f(0.0) == 0.0
+    assert f(1.0) == pytest.approx(1.0, abs=1e-9)  # the exponential: E|X1 - X2| = E[X]
+    assert f(2 * 0.05 / math.sqrt(math.pi)) == pytest.approx(0.05, rel=2e-3)  # near the normal's 2σ/√π
+    assert f(1e-6) == pytest.approx(1e-6 * math.sqrt(math.pi) / 2)  # the normal limit itself
+    assert f(1.99) == distributions.GAMMA_CV_MAX  # beyond the cap
+    for bad in (-0.1, math.nan, math.inf):
+        with pytest.raises(ValueError, match="mean absolute difference"):
+            f(bad)

@@ -64,17 +64,19 @@ class CommClock:
         return out
 
 
-def rank_spread(per_rank: list[list[float]]) -> float:
-    """The standard deviation of what differs between ranks on the same step, pooled over steps.
+def rank_difference(per_rank: list[list[float]]) -> float:
+    """The mean absolute difference between two ranks' times on the same step, over pairs and steps.
 
     ``per_rank[r][i]`` is rank r's time on step i. A shared machine's slow moments slow every rank
-    at once and make no rank wait for another; only the part that differs between ranks does, and
-    the simulator draws each rank's time independently with this spread.
+    at once and make no rank wait for another; only the part that differs between ranks does. Two
+    ranks at a barrier wait, on average, half this difference for the later one; a rare long stall
+    counts in it as often as it happens (in a standard deviation it would count squared).
     """
     rows = np.asarray(per_rank, dtype=float)
     if rows.shape[0] < 2 or rows.shape[1] == 0:
         return 0.0
-    return float(np.sqrt(rows.var(axis=0, ddof=1).mean()))
+    pairs = [np.abs(rows[i] - rows[j]).mean() for i in range(len(rows)) for j in range(i + 1, len(rows))]
+    return float(np.mean(pairs))
 
 
 def after_last_handover(handed: list[float], done: list[float]) -> tuple[np.ndarray, np.ndarray]:

@@ -12,8 +12,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from hsisim.analytic.compute import fit_line
-from hsisim.calibration.collectives import CommClock, after_last_handover, rank_spread, ratio_quantiles
+from hsisim.calibration.collectives import CommClock, after_last_handover, rank_difference, ratio_quantiles
 from hsisim.calibration.probes import Net, Timer, forever, make_training, training_step
+from hsisim.distributions import gamma_cv_for_mean_difference
 
 
 class PairedProbe:
@@ -93,13 +94,16 @@ class PairedProbe:
             fit = {"a_s": a, "c_s_per_sample": c, "r2": r2, "cv": statistics.median(cvs) if cvs else 0.0,
                    "points": pts}
             if self.clock is not None and table is not self.handover:
-                # every rank ran the same pairs in step: the spread between ranks is the one that
-                # makes a rank wait at the barrier (what slows all of them at once is in the medians)
+                # every rank ran the same pairs in step: the difference between ranks is what makes
+                # a rank wait at the barrier (what slows all of them at once is in the medians); the
+                # simulator draws ranks independently from a gamma, so the cv is the gamma's whose
+                # mean absolute difference is the measured one, and its ranks wait as long
                 import torch.distributed as dist
 
                 everyone: list[Any] = [None] * dist.get_world_size()
                 dist.all_gather_object(everyone, table)
-                between = [rank_spread([ranks[b] for ranks in everyone]) / statistics.fmean(ts)
+                between = [gamma_cv_for_mean_difference(rank_difference([ranks[b] for ranks in everyone])
+                                                        / statistics.fmean(ts))
                            for b, ts in table.items() if ts]
                 fit["cv_total"], fit["cv"] = fit["cv"], statistics.median(between)
             out.append(fit)
