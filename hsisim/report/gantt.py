@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -211,7 +211,7 @@ def _draw(ax: Any, tx: Traced, df: pd.DataFrame, window: tuple[float, float]) ->
     seen = df[(df["t1_h"] >= lo) & (df["t0_h"] <= hi)]
     for state, colour in STATE_COLOURS.items():
         for key, bars in seen[seen["state"] == state].groupby(["node", "base", "share"]):
-            node, b, s = (float(k) for k in key)  # type: ignore[arg-type]
+            node, b, s = (float(k) for k in cast(tuple[Any, Any, Any], key))
             ax.broken_barh(list(zip(bars["t0_h"], bars["t1_h"] - bars["t0_h"], strict=True)),
                            (node - 0.4 + 0.8 * b, 0.8 * s), facecolors=colour, edgecolor="none",
                            hatch="//" if state.startswith("interrupted") else None)
