@@ -95,7 +95,8 @@ class PairedProbe:
                    "points": pts}
             if self.clock is not None and table is not self.handover:
                 # every rank ran the same pairs in step: the difference between ranks is what makes
-                # a rank wait at the barrier (what slows all of them at once is in the medians); the
+                # a rank wait at the barrier (what slows all of them at once makes none wait: its
+                # typical part is in the medians, its rare long stalls in neither); the
                 # simulator draws ranks independently from a gamma, so the cv is the gamma's whose
                 # mean absolute difference is the measured one, and its ranks wait as long
                 import torch.distributed as dist
