@@ -105,6 +105,9 @@ class WorkerPace(_Part):
     step_ratio: Ratio
     build_ratio_idle: Ratio
     build_ratio_busy: Ratio
+    # the mean wait for a batch a worker had finished before the training process asked (at ``batch``);
+    # absent from profiles written before it was measured
+    handover_s: NonNegative | None = None
 
 
 class Interference(_Part):

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -144,6 +145,33 @@ class _Cubes(torch.utils.data.Dataset):  # type: ignore[misc]
         return torch.randn(20, 3, 3), i % 5
 
 
+def test_the_loop_takes_the_hand_over_only_from_batches_built_before_they_were_asked_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(interference.time, "perf_counter", lambda: clock[0])
+
+    def batches() -> Iterator[tuple[None, float, float]]:
+        j = 0
+        while True:
+            asked = clock[0]
+            if j % 3 == 2:  # still building when asked: it ends 4 ms later, the wait 5 ms
+                clock[0] += 0.005
+                yield None, asked - 0.001, asked + 0.004
+            else:  # built 10 ms before it was asked for: the wait is the hand-over, 2 ms
+                clock[0] += 0.002
+                yield None, asked - 0.012, asked - 0.010
+            j += 1
+
+    def step() -> None:
+        clock[0] += 0.010
+
+    computing, every, spans, waits, ready, after = interference._loop(batches(), step, 1, 6, 2)
+    assert len(every) == 9 and len(computing) == len(spans) == len(waits) == 6  # the first 3 warm up
+    assert waits == pytest.approx([0.002, 0.002, 0.005] * 2)  # the measured steps, 3 ... 8
+    assert ready == pytest.approx([0.002] * 4)  # the two batches still building are left out
+    assert all(b - a == pytest.approx(0.010) for a, b in computing) and len(after) == 1 + 2
+
+
 def test_interference_probe_times_builds_and_steps_meeting() -> None:
     res = interference.interference_probe(probes.builtin_net("hamida", 20, 3, 5), _Cubes(), 8, 2, rounds=1, reps=3,
                                     steps=4)
@@ -154,6 +182,8 @@ def test_interference_probe_times_builds_and_steps_meeting() -> None:
     for w in res["workers"]:
         assert w["step_ratio"] >= 1.0 and w["build_ratio_busy"] >= w["build_ratio_idle"] > 0
         assert w["loop_step_s"] > w["loop_wait_s"] >= 0  # what the loop itself measured, for the record
+        assert ("handover_s" in w) == ("handover_n" in w)
+        assert w.get("handover_s", 0.0) >= 0 and 0 <= w.get("handover_n", 0) <= 4  # of the 4 measured steps
     from hsisim.profile import Interference
 
     Interference.model_validate(res)  # what calibrate writes, a profile reads

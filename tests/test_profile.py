@@ -148,6 +148,43 @@ def test_measured_paces_replace_the_share_on_the_machine_that_measured_them(tmp_
     assert other.compute_s == pytest.approx(load_profile(p).compute[2].time(64))  # the fits, as before
 
 
+def _with_loop_handover(tmp_path: Path, values: list[float | None]) -> Path:
+    path = _interference_profile(tmp_path)
+    prof = json.loads(path.read_text())
+    for row, v in zip(prof["data"]["modes"]["getitem"]["interference"]["workers"], values, strict=True):
+        if v is not None:
+            row["handover_s"] = v
+    path.write_text(json.dumps(prof))
+    return path
+
+
+def test_the_hand_over_is_the_loops_rescaled_along_the_stand_alone_fit(tmp_path: Path) -> None:
+    p = _with_loop_handover(tmp_path, [0.0012, None])
+    probe = 0.0018 + 1e-6 * 64  # the stand-alone probe's fit at the scenario's micro-batch, 64
+    one = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"]))
+    assert one.handover_s == pytest.approx(0.0012 * probe / (0.0018 + 1e-6 * 32))  # measured at batch 32
+    assert any("as the DataLoader loop waited for it: 1.20 ms at batch 32" in n for n in one.notes)
+    two = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=2"]))
+    assert two.handover_s == pytest.approx(probe)  # a profile that did not measure it: the probe's fit
+    assert not any("as the DataLoader loop waited" in n for n in two.notes)
+    p = _with_loop_handover(tmp_path, [0.0012, 0.0009])
+    six = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=6"]))
+    assert six.handover_s == pytest.approx(0.0009 * probe / (0.0018 + 1e-6 * 32))  # the most workers measured
+    gpu_like = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1",
+                                                      "training.threads=2"]))
+    assert gpu_like.handover_s == pytest.approx(probe)  # measured with other threads: not this loop
+
+
+@pytest.mark.parametrize("value", [-0.001, "fast"])
+def test_a_bad_loop_hand_over_is_an_input_error(value: object, tmp_path: Path) -> None:
+    p = _with_loop_handover(tmp_path, [None, None])
+    prof = json.loads(p.read_text())
+    prof["data"]["modes"]["getitem"]["interference"]["workers"][0]["handover_s"] = value
+    p.write_text(json.dumps(prof))
+    with pytest.raises(HsisimInputError, match="handover_s"):
+        load_profile(p)
+
+
 def test_interference_rows_must_count_the_workers_from_one(tmp_path: Path) -> None:
     with pytest.raises(HsisimInputError, match="one entry per worker count"):
         load_profile(_interference_profile(tmp_path, workers=[2, 3]))

@@ -10,7 +10,10 @@
   workers' batch builds and the steps timed on one clock. ``step_ratio``: a step's slowdown over the
   time a build ran beside it; ``build_ratio_busy``: a build's slowdown over the time a step ran beside
   it; ``build_ratio_idle``: k workers' builds while the training process only takes batches. Each
-  over the in-process build or the step alone. Measured in the loop, not with both kept busy: the
+  over the in-process build or the step alone. ``handover_s``: the mean wait for a batch whose build
+  had ended before the training process asked for it, the hand-over as the loop sees it (a stand-alone
+  probe, after a sleep, overstated it: 2.6-3.0 ms where this loop waited 2.0-2.2 ms, batch 100 of 5x5
+  patches, 2 workers, this 2-core VM). Measured in the loop, not with both kept busy: the
   scheduler favours a process that has slept (the training process waiting for its batch), and
   thread pools spinning beside each other slow each other far more than their shares; side by side
   without pause both lost about 2x more than in a loop (a per-patch PCA on this 2-core VM).
@@ -80,16 +83,19 @@ def _timed(fn: Callable[[], Any]) -> float:
 
 
 def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, steps: int, reps: int
-          ) -> tuple[list[Span], list[Span], list[Span], list[float], list[tuple[Any, float, float]]]:
+          ) -> tuple[list[Span], list[Span], list[Span], list[float], list[float], list[tuple[Any, float, float]]]:
     """The DataLoader loop with k workers, long enough to reach its steady state: the first steps
     after the training process has slept run faster (and the builds slower) than the rest (a 12-step
     loop gave 1.8x for the step where 40 steps of the user's own loop gave 2.8x). Returns the measured
-    steps, every step, the builds of the measured steps' batches, the waits, and the builds taken
-    after the loop (the first k ran beside the last steps, the rest beside no step)."""
+    steps, every step, the builds of the measured steps' batches, the waits, the waits for batches a
+    worker had finished building before the training process asked (the hand-over as the loop sees
+    it), and the builds taken after the loop (the first k ran beside the last steps, the rest beside
+    no step)."""
     computing: list[Span] = []
     every: list[Span] = []
     spans: list[Span] = []
     waits: list[float] = []
+    ready: list[float] = []
     for j in range(steps // 2 + steps):
         t_w = time.perf_counter()
         _, s0, e0 = next(it)
@@ -100,8 +106,10 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, steps: int, reps: 
             spans.append((s0, e0))
             computing.append(every[-1])
             waits.append(t0 - t_w)
+            if e0 < t_w:
+                ready.append(t0 - t_w)
     after = [next(it) for _ in range(k + max(reps, 2 * k))]  # the training process only takes batches
-    return computing, every, spans, waits, after
+    return computing, every, spans, waits, ready, after
 
 
 def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int, step: Callable[[], Any],
@@ -112,11 +120,12 @@ def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int,
     it = forever(loader)
     for _ in range(k + 1):  # the workers are up
         next(it)
-    computing, every, spans, waits, after = _loop(it, step, k, steps, reps)
+    computing, every, spans, waits, ready, after = _loop(it, step, k, steps, reps)
     del it, loader
     idle = statistics.median(e - s for _, s, e in after[k:])
     row["loop_step_s"].append(statistics.fmean(w + b - a for w, (a, b) in zip(waits, computing, strict=True)))
     row["loop_wait_s"].append(statistics.fmean(waits))
+    row["ready_wait_s"].extend(ready)
     # a step: at full pace for the part no build covered, so the covered time did the rest of its work
     covered = sum(overlap(spans + [(s, e) for _, s, e in after[:k]], a, b) for a, b in computing)
     total = sum(b - a for a, b in computing)
@@ -136,12 +145,14 @@ def _pooled(k: int, row: dict[str, list[float]], step_alone: float, build_alone:
     idle_ratio = statistics.fmean(row["idle_s"]) / build_alone
     cov, owed, busy_t, left = (sum(row[key]) for key in ("covered", "owed", "busy_t", "left"))
     loop_step, loop_wait = statistics.fmean(row["loop_step_s"]), statistics.fmean(row["loop_wait_s"])
+    ready = row["ready_wait_s"]
+    handover = {"handover_s": statistics.fmean(ready), "handover_n": len(ready)} if ready else {}
     return {"workers": k,
             "step_ratio": max(1.0, cov / owed) if owed > 0.05 * cov > 0 else
             max(1.0, (loop_step - loop_wait) / step_alone),
             "build_ratio_idle": idle_ratio,
             "build_ratio_busy": max(idle_ratio, busy_t / left) if left > 0.05 * busy_t > 0 else idle_ratio,
-            "loop_step_s": loop_step, "loop_wait_s": loop_wait}
+            "loop_step_s": loop_step, "loop_wait_s": loop_wait, **handover}
 
 
 def interference_probe(net: Net, ds: Dataset, batch: int, max_workers: int, rounds: int = 2, reps: int = 7,
@@ -160,7 +171,8 @@ def interference_probe(net: Net, ds: Dataset, batch: int, max_workers: int, roun
         warm()
     alone: dict[str, list[float]] = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
     table: dict[int, dict[str, list[float]]] = {
-        k: {"covered": [], "owed": [], "idle_s": [], "busy_t": [], "left": [], "loop_step_s": [], "loop_wait_s": []}
+        k: {"covered": [], "owed": [], "idle_s": [], "busy_t": [], "left": [], "loop_step_s": [], "loop_wait_s": [],
+            "ready_wait_s": []}
         for k in range(1, max_workers + 1)}
     for _ in range(rounds):
         step_alone = statistics.median(_timed(step) for _ in range(reps))

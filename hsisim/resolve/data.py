@@ -77,7 +77,23 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                  f"{it.build_alone_s * 1e3:.1f} ms at batch {it.batch})")
     paces = Paces(tuple(p.step_ratio for p in w), tuple(p.build_ratio_idle for p in w),
                   tuple(p.build_ratio_busy for p in w))
+    handover = _loop_handover(w[min(sc.loader.num_workers, len(w)) - 1], handover, measured.get("handover"),
+                              micro, it.batch, notes)
     return Data(it.build_alone_s * scale, build_cv, handover, h2d, tuple(notes), paces, (it.step_alone_s, it.batch))
+
+
+def _loop_handover(pace: Any, handover: float, probe: Any, micro: int, batch: int, notes: list[str]) -> float:
+    """The hand-over as the interference probe's DataLoader loop waited for it (k workers, at ``batch``),
+    rescaled to this micro-batch along the stand-alone probe's fit: that probe, which sleeps before each
+    fetch, overstated it (2.6-3.0 ms where the loop waited 2.0-2.2 ms, batch 100, 2 workers, a 2-core VM)."""
+    if pace.handover_s is None:
+        return handover
+    at_batch = probe.time(batch) if probe is not None else 0.0
+    out = pace.handover_s * probe.time(micro) / at_batch if at_batch > 0 else pace.handover_s
+    probed = f" (stand-alone probe: {at_batch * 1e3:.2f} ms)" if at_batch else ""
+    notes.append(f"hand-over as the DataLoader loop waited for it: {pace.handover_s * 1e3:.2f} ms at batch {batch} "
+                 f"with {pace.workers} worker(s){probed}")
+    return out
 
 
 def _interference(sc: Scenario, hw: Hardware, measured: dict[str, Any] | None, prof: Profile | None,
