@@ -108,6 +108,9 @@ class WorkerPace(_Part):
     # the mean wait for a batch a worker had finished before the training process asked (at ``batch``);
     # absent from profiles written before it was measured
     handover_s: NonNegative | None = None
+    # the step's slowdown over all of it with k workers, where builds beside it could not explain it
+    # (then ``step_ratio`` is 1); 1 in profiles written before it was measured
+    step_base: Annotated[float, Field(ge=1.0, le=1000.0)] = 1.0
 
 
 class Interference(_Part):

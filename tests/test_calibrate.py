@@ -172,6 +172,22 @@ def test_the_loop_takes_the_hand_over_only_from_batches_built_before_they_were_a
     assert all(b - a == pytest.approx(0.010) for a, b in computing) and len(after) == 1 + 2
 
 
+def _row(covered: float, owed: float) -> dict[str, list[float]]:
+    return {"covered": [covered], "owed": [owed], "idle_s": [0.0012], "busy_t": [0.004], "left": [0.001],
+            "loop_step_s": [0.0144], "loop_wait_s": [0.002], "ready_wait_s": [0.002, 0.0018]}
+
+
+def test_a_step_slowdown_the_builds_cannot_explain_is_kept_for_the_whole_step() -> None:
+    # builds covered 10 ms of the steps, which owed 5 ms of their work then: they ran at half pace
+    explained = interference._pooled(2, _row(0.010, 0.005), 0.0112, 0.0006)
+    assert explained["step_ratio"] == pytest.approx(2.0) and explained["step_base"] == 1.0
+    # builds covered 1 ms, and the step owed next to nothing then: the loop's step over the step alone
+    throughout = interference._pooled(2, _row(0.001, 0.00001), 0.0112, 0.0006)
+    assert throughout["step_ratio"] == 1.0 and throughout["step_base"] == pytest.approx((0.0144 - 0.002) / 0.0112)
+    assert throughout["build_ratio_idle"] == pytest.approx(2.0) and throughout["build_ratio_busy"] == pytest.approx(4.0)
+    assert throughout["handover_s"] == pytest.approx(0.0019) and throughout["handover_n"] == 2
+
+
 def test_interference_probe_times_builds_and_steps_meeting() -> None:
     res = interference.interference_probe(probes.builtin_net("hamida", 20, 3, 5), _Cubes(), 8, 2, rounds=1, reps=3,
                                     steps=4)
@@ -181,6 +197,7 @@ def test_interference_probe_times_builds_and_steps_meeting() -> None:
     assert [w["workers"] for w in res["workers"]] == [1, 2]
     for w in res["workers"]:
         assert w["step_ratio"] >= 1.0 and w["build_ratio_busy"] >= w["build_ratio_idle"] > 0
+        assert w["step_base"] >= 1.0 and (w["step_ratio"] == 1.0 or w["step_base"] == 1.0)  # one or the other
         assert w["loop_step_s"] > w["loop_wait_s"] >= 0  # what the loop itself measured, for the record
         assert ("handover_s" in w) == ("handover_n" in w)
         assert w.get("handover_s", 0.0) >= 0 and 0 <= w.get("handover_n", 0) <= 4  # of the 4 measured steps

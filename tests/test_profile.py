@@ -175,14 +175,32 @@ def test_the_hand_over_is_the_loops_rescaled_along_the_stand_alone_fit(tmp_path:
     assert gpu_like.handover_s == pytest.approx(probe)  # measured with other threads: not this loop
 
 
-@pytest.mark.parametrize("value", [-0.001, "fast"])
-def test_a_bad_loop_hand_over_is_an_input_error(value: object, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("key", "value"), [("handover_s", -0.001), ("handover_s", "fast"), ("step_base", 0.9),
+                                          ("step_base", None)])
+def test_a_bad_loop_measurement_is_an_input_error(key: str, value: object, tmp_path: Path) -> None:
     p = _with_loop_handover(tmp_path, [None, None])
     prof = json.loads(p.read_text())
-    prof["data"]["modes"]["getitem"]["interference"]["workers"][0]["handover_s"] = value
+    prof["data"]["modes"]["getitem"]["interference"]["workers"][0][key] = value
     p.write_text(json.dumps(prof))
-    with pytest.raises(HsisimInputError, match="handover_s"):
+    with pytest.raises(HsisimInputError, match=key):
         load_profile(p)
+
+
+def test_a_step_slowed_throughout_the_loop_is_slowed_throughout(tmp_path: Path) -> None:
+    p = _interference_profile(tmp_path)
+    prof = json.loads(p.read_text())
+    prof["data"]["modes"]["getitem"]["interference"]["workers"][1].update(step_ratio=1.0, step_base=1.3)
+    p.write_text(json.dumps(prof))
+    fit = load_profile(p).compute[4]
+    two = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=2"]))
+    assert two.compute_s == pytest.approx(0.008 * 1.3 * fit.time(64) / fit.time(32))
+    assert two.paces is not None and two.paces.step == (1.75, 1.0)
+    assert any("took 1.30x its time alone throughout" in n for n in two.notes)
+    five = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=5"]))
+    assert five.compute_s == pytest.approx(two.compute_s)  # beyond the counts measured: the most workers
+    one = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"]))
+    assert one.compute_s == pytest.approx(0.008 * fit.time(64) / fit.time(32))  # explained by the builds
+    assert not any("throughout" in n for n in one.notes)
 
 
 def test_interference_rows_must_count_the_workers_from_one(tmp_path: Path) -> None:

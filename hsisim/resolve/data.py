@@ -77,9 +77,13 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                  f"{it.build_alone_s * 1e3:.1f} ms at batch {it.batch})")
     paces = Paces(tuple(p.step_ratio for p in w), tuple(p.build_ratio_idle for p in w),
                   tuple(p.build_ratio_busy for p in w))
-    handover = _loop_handover(w[min(sc.loader.num_workers, len(w)) - 1], handover, measured.get("handover"),
-                              micro, it.batch, notes)
-    return Data(it.build_alone_s * scale, build_cv, handover, h2d, tuple(notes), paces, (it.step_alone_s, it.batch))
+    row = w[min(sc.loader.num_workers, len(w)) - 1]  # beyond the measured counts: the most workers measured
+    handover = _loop_handover(row, handover, measured.get("handover"), micro, it.batch, notes)
+    if row.step_base > 1.0:
+        notes.append(f"a step with {row.workers} worker(s) took {row.step_base:.2f}x its time alone throughout "
+                     f"the DataLoader loop, beyond what the builds beside it explain")
+    return Data(it.build_alone_s * scale, build_cv, handover, h2d, tuple(notes), paces,
+                (it.step_alone_s * row.step_base, it.batch))
 
 
 def _loop_handover(pace: Any, handover: float, probe: Any, micro: int, batch: int, notes: list[str]) -> float:
