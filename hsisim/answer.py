@@ -13,7 +13,8 @@ from typing import Any
 from hsisim.montecarlo.results import Results
 
 
-def on_demand_twin(res: Results, *, executor: str = "local", workers: int | None = None) -> dict[str, Any] | None:
+def on_demand_twin(res: Results, *, executor: str = "local", workers: int | None = None,
+                   allow_code: bool = False) -> dict[str, Any] | None:
     """The same job on on-demand capacity, with the same replica seeds; None when it already is on-demand.
 
     Returns its mean wall time, cost and cost per useful GPU-hour beside the spot run's, and the
@@ -25,7 +26,8 @@ def on_demand_twin(res: Results, *, executor: str = "local", workers: int | None
     if sc.cluster.market != "spot":
         return None
     twin = api.simulate(sc.with_overrides(["cluster.market=on_demand", "cluster.on_demand_nodes=0"]),
-                        replicas=len(res.df), seed=res.seed, executor=executor, workers=workers, allow_long=True)
+                        replicas=len(res.df), seed=res.seed, executor=executor, workers=workers, allow_long=True,
+                        allow_code=allow_code)
     mine, theirs = _means(res), _means(twin)
     out = {"on_demand": theirs, "spot": mine,
            "saving_usd": theirs["cost_usd"] - mine["cost_usd"],
@@ -62,30 +64,32 @@ def levers_cost(res: Results, processes: int) -> float:
 
 
 def extras(res: Results, *, compare: bool, levers: bool, executor: str = "local",
-           workers: int | None = None) -> dict[str, Any]:
+           workers: int | None = None, allow_code: bool = False) -> dict[str, Any]:
     """What ``hsisim run`` adds to a run's summary: the on-demand comparison (``compare``) and the
-    biggest levers (``levers``), or why they were not simulated (``levers_skipped``)."""
+    biggest levers (``levers``), or why they were not simulated (``levers_skipped``). ``allow_code``: the
+    run was allowed to import the scenario's factories, and so are these runs of it."""
     from hsisim import montecarlo
 
     out: dict[str, Any] = {}
     if compare:
-        out["on_demand_comparison"] = on_demand_twin(res, executor=executor, workers=workers)
+        out["on_demand_comparison"] = on_demand_twin(res, executor=executor, workers=workers, allow_code=allow_code)
     if levers:
         if (cost := levers_cost(res, montecarlo.processes(executor, workers))) <= LEVERS_BUDGET_S:
-            out["levers"] = biggest_levers(res, executor=executor, workers=workers)
+            out["levers"] = biggest_levers(res, executor=executor, workers=workers, allow_code=allow_code)
         else:
             out["levers_skipped"] = (f"the what-if runs would take about {cost / 60:.0f} min here; "
                                      "hsisim diagnose runs them")
     return out
 
 
-def biggest_levers(res: Results, *, n: int = 2, executor: str = "local",
-                   workers: int | None = None) -> list[dict[str, Any]]:
+def biggest_levers(res: Results, *, n: int = 2, executor: str = "local", workers: int | None = None,
+                   allow_code: bool = False) -> list[dict[str, Any]]:
     """The ``n`` biggest levers of the run's scenario (``hsisim diagnose``'s fast mode: what-if runs with
     the same seeds), each with its overrides and its effect on wall time, cost and η."""
     from hsisim.report.diagnose import diagnose
 
-    d = diagnose(res.scenario, fast=True, seed=res.seed, executor=executor, workers=workers, allow_long=True)
+    d = diagnose(res.scenario, fast=True, seed=res.seed, executor=executor, workers=workers, allow_long=True,
+                 allow_code=allow_code)
     return [{"fix": f["title"], "id": f["id"], "overrides": f["overrides"], "effort": f["effort_kind"],
              "wall_pct": f["wall_h"]["change_pct"], "cost_pct": f["cost_usd"]["change_pct"],
              "eta_points": f["eta_points"]["change"]} for f in d.top(n)]

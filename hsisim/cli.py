@@ -133,7 +133,7 @@ def run(
         from hsisim.answer import extras
 
         summary |= guard(lambda: extras(results, compare=compare, levers=levers, executor=executor,
-                                        workers=workers))
+                                        workers=workers, allow_code=allow_code))
     except KeyboardInterrupt:
         interrupted(out, f"hsisim run {scenario}")
     if as_json:

@@ -89,6 +89,14 @@ def test_a_scenario_can_point_at_factories(project: Path) -> None:
     assert job.batch_build_s > 0
 
 
+def test_run_names_the_levers_of_a_factory_scenario_it_was_allowed_to_run(project: Path) -> None:
+    # the what-if runs behind the levers resolve the scenario again: they are allowed its code too
+    res = runner.invoke(app, ["run", str(_scenario(project, 1, 3)), "--allow-code", "--json", "--replicas", "3"])
+    assert res.exit_code == 0, res.output
+    levers = json.loads(res.output)["levers"]  # simulated (here no what-if helps: an empty list)
+    assert isinstance(levers, list) and all({"fix", "overrides", "wall_pct"} <= set(lever) for lever in levers)
+
+
 CONFIGS = {  # (workers, __getitem__ work, model width)
     # compute-bound: a worker keeps up, the wait is its hand-over; with PyTorch's default threads
     # (one per core) the worker and the training threads share this machine's cores
