@@ -108,8 +108,9 @@ class WorkerPace(_Part):
     # the mean wait for a batch a worker had finished before the training process asked (at ``batch``);
     # absent from profiles written before it was measured
     handover_s: NonNegative | None = None
+    handover_n: Annotated[int, Field(ge=1)] | None = None  # how many waits it is the mean of
     # the step's slowdown over all of it with k workers, where builds beside it could not explain it
-    # (then ``step_ratio`` is 1); 1 in profiles written before it was measured
+    # (then ``step_ratio`` is 1); see ``Interference._before_step_base`` for profiles without it
     step_base: Annotated[float, Field(ge=1.0, le=1000.0)] = 1.0
 
 
@@ -128,7 +129,21 @@ class Interference(_Part):
     def _counts(self) -> Interference:
         if [w.workers for w in self.workers] != list(range(1, len(self.workers) + 1)):
             raise ValueError("workers: one entry per worker count, 1, 2, 3 ... in order")
+        for w in self.workers:
+            self._before_step_base(w)
         return self
+
+    def _before_step_base(self, w: WorkerPace) -> None:
+        """Profiles written before ``step_base`` stored the loop's whole-step slowdown as ``step_ratio``
+        where the builds could not explain it (the ratio then equals the loop's step, less its wait, over
+        the step alone, which they kept): read it as the whole-step slowdown it is."""
+        loop = w.model_extra or {}
+        if "step_base" in w.model_fields_set or not {"loop_step_s", "loop_wait_s"} <= loop.keys():
+            return
+        whole = max(1.0, (float(loop["loop_step_s"]) - float(loop["loop_wait_s"])) / self.step_alone_s)
+        if w.step_ratio > 1.0 and abs(w.step_ratio - whole) <= 1e-9 * whole:
+            object.__setattr__(w, "step_base", w.step_ratio)
+            object.__setattr__(w, "step_ratio", 1.0)
 
 
 class DataMode(_Part):

@@ -6,6 +6,7 @@ import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import ROOT
 
@@ -13,6 +14,8 @@ from hsisim.errors import HsisimInputError
 from hsisim.profile import load_profile
 from hsisim.resolve import resolve_job
 from hsisim.scenario import load_scenario
+from hsisim.sim.micro import MicroSim
+from hsisim.sim.spec import Job
 
 DATA_BOUND = ROOT / "scenarios" / "validate" / "cpu_data_bound.yaml"
 
@@ -148,35 +151,46 @@ def test_measured_paces_replace_the_share_on_the_machine_that_measured_them(tmp_
     assert other.compute_s == pytest.approx(load_profile(p).compute[2].time(64))  # the fits, as before
 
 
-def _with_loop_handover(tmp_path: Path, values: list[float | None]) -> Path:
+def _with_loop_handover(tmp_path: Path, values: list[tuple[float, int] | None], probe: bool = True) -> Path:
     path = _interference_profile(tmp_path)
     prof = json.loads(path.read_text())
     for row, v in zip(prof["data"]["modes"]["getitem"]["interference"]["workers"], values, strict=True):
         if v is not None:
-            row["handover_s"] = v
+            row["handover_s"], row["handover_n"] = v
+    if not probe:
+        del prof["data"]["modes"]["getitem"]["handover"]
     path.write_text(json.dumps(prof))
     return path
 
 
 def test_the_hand_over_is_the_loops_rescaled_along_the_stand_alone_fit(tmp_path: Path) -> None:
-    p = _with_loop_handover(tmp_path, [0.0012, None])
     probe = 0.0018 + 1e-6 * 64  # the stand-alone probe's fit at the scenario's micro-batch, 64
-    one = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"]))
-    assert one.handover_s == pytest.approx(0.0012 * probe / (0.0018 + 1e-6 * 32))  # measured at batch 32
-    assert any("as the DataLoader loop waited for it: 1.20 ms at batch 32" in n for n in one.notes)
-    two = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=2"]))
-    assert two.handover_s == pytest.approx(probe)  # a profile that did not measure it: the probe's fit
-    assert not any("as the DataLoader loop waited" in n for n in two.notes)
-    p = _with_loop_handover(tmp_path, [0.0012, 0.0009])
-    six = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=6"]))
-    assert six.handover_s == pytest.approx(0.0009 * probe / (0.0018 + 1e-6 * 32))  # the most workers measured
-    gpu_like = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1",
-                                                      "training.threads=2"]))
-    assert gpu_like.handover_s == pytest.approx(probe)  # measured with other threads: not this loop
+    at_32 = 0.0018 + 1e-6 * 32  # ... and at the interference probe's batch, 32
+
+    def job(values: list[tuple[float, int] | None], workers: int, *sets: str, stand_alone: bool = True) -> Job:
+        p = _with_loop_handover(tmp_path, values, stand_alone)
+        return resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", f"loader.num_workers={workers}", *sets]))
+
+    one = job([(0.0012, 5), (0.0009, 4)], 1)
+    assert one.handover_s == pytest.approx(0.0012 * probe / at_32)  # its own worker count's
+    assert any("waited for batches already built: 1.20 ms at batch 32 with 1 worker(s) (5 waits)" in n
+               for n in one.notes)
+    assert job([(0.0012, 5), (0.0009, 4)], 6).handover_s == pytest.approx(0.0009 * probe / at_32)  # the most measured
+    # too few waits with 2 workers (a data-bound loop's batches are late): pooled over every count
+    pooled = job([(0.0012, 5), (0.0009, 1)], 2)
+    assert pooled.handover_s == pytest.approx((5 * 0.0012 + 0.0009) / 6 * probe / at_32)
+    assert any("with 1..2 workers (6 waits)" in n for n in pooled.notes)
+    few = job([(0.0012, 1), (0.0009, 1)], 2)  # 2 waits in all: the stand-alone fit
+    assert few.handover_s == pytest.approx(probe) and not any("already built" in n for n in few.notes)
+    assert job([None, None], 2).handover_s == pytest.approx(probe)  # a profile that did not measure it
+    bare = job([(0.0012, 5), None], 1, stand_alone=False)  # nothing to rescale it by: as measured
+    assert bare.handover_s == pytest.approx(0.0012) and any("no stand-alone fit" in n for n in bare.notes)
+    # measured with other threads: not this loop
+    assert job([(0.0012, 5), (0.0009, 4)], 1, "training.threads=2").handover_s == pytest.approx(probe)
 
 
-@pytest.mark.parametrize(("key", "value"), [("handover_s", -0.001), ("handover_s", "fast"), ("step_base", 0.9),
-                                          ("step_base", None)])
+@pytest.mark.parametrize(("key", "value"), [("handover_s", -0.001), ("handover_s", "fast"), ("handover_n", 0),
+                                          ("step_base", 0.9), ("step_base", None)])
 def test_a_bad_loop_measurement_is_an_input_error(key: str, value: object, tmp_path: Path) -> None:
     p = _with_loop_handover(tmp_path, [None, None])
     prof = json.loads(p.read_text())
@@ -186,21 +200,51 @@ def test_a_bad_loop_measurement_is_an_input_error(key: str, value: object, tmp_p
         load_profile(p)
 
 
-def test_a_step_slowed_throughout_the_loop_is_slowed_throughout(tmp_path: Path) -> None:
-    p = _interference_profile(tmp_path)
+def _step_base_profile(tmp_path: Path, rows: list[dict[str, float]]) -> Path:
+    p = _interference_profile(tmp_path, workers=list(range(1, len(rows) + 1)))
     prof = json.loads(p.read_text())
-    prof["data"]["modes"]["getitem"]["interference"]["workers"][1].update(step_ratio=1.0, step_base=1.3)
+    for row, update in zip(prof["data"]["modes"]["getitem"]["interference"]["workers"], rows, strict=True):
+        row.update(update)
     p.write_text(json.dumps(prof))
+    return p
+
+
+def test_a_step_slowed_throughout_the_loop_is_slowed_throughout(tmp_path: Path) -> None:
+    p = _step_base_profile(tmp_path, [{"step_ratio": 1.75}, {"step_ratio": 1.0, "step_base": 1.3}])
     fit = load_profile(p).compute[4]
+    alone = 0.008 * fit.time(64) / fit.time(32)  # the step alone at batch 32, along the fit to 64
     two = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=2"]))
-    assert two.compute_s == pytest.approx(0.008 * 1.3 * fit.time(64) / fit.time(32))
-    assert two.paces is not None and two.paces.step == (1.75, 1.0)
+    assert two.compute_s == pytest.approx(1.3 * alone)
+    # the 1.3 holds all of the step's slowdown with 2 workers: none left for a build beside it
+    assert two.paces is not None and two.paces.step == (1.0, 1.0)
     assert any("took 1.30x its time alone throughout" in n for n in two.notes)
+    # so a step takes 1.3x its time alone, however many of the workers build beside it
+    trace = MicroSim(two, np.random.default_rng(0), start_workers=False).run(200)
+    assert trace.compute == pytest.approx(np.full(200, 1.3 * alone), rel=1e-9)
     five = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=5"]))
     assert five.compute_s == pytest.approx(two.compute_s)  # beyond the counts measured: the most workers
     one = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"]))
-    assert one.compute_s == pytest.approx(0.008 * fit.time(64) / fit.time(32))  # explained by the builds
+    assert one.compute_s == pytest.approx(alone)  # explained by the builds beside it
+    assert one.paces is not None and one.paces.step == (1.75, 1.75)  # 2 workers' ratio: the nearest measured
     assert not any("throughout" in n for n in one.notes)
+    # another model than the profile's (its fit is scaled by FLOPs): still slowed throughout
+    other = [f"calibration={p}", "model.name=ssftt"]
+    base = resolve_job(load_scenario(DATA_BOUND, [*other, "loader.num_workers=1"]))
+    slowed = resolve_job(load_scenario(DATA_BOUND, [*other, "loader.num_workers=2"]))
+    assert slowed.compute_s == pytest.approx(1.3 * base.compute_s)
+
+
+def test_profiles_from_before_step_base_read_the_whole_step_slowdown_as_what_it_is(tmp_path: Path) -> None:
+    # an older calibrate wrote the loop's step over the step alone (0.008) as step_ratio where builds
+    # could not explain it: (0.0124 - 0.0020) / 0.008 = 1.3; where they could, its own fit (1.75)
+    loops = {"loop_step_s": 0.0124, "loop_wait_s": 0.0020}
+    p = _step_base_profile(tmp_path, [{"step_ratio": 1.75, **loops}, {"step_ratio": 0.0104 / 0.008, **loops}])
+    rows = load_profile(p).data["getitem"]["interference"].workers
+    assert (rows[0].step_ratio, rows[0].step_base) == (1.75, 1.0)
+    assert rows[1].step_ratio == 1.0 and rows[1].step_base == pytest.approx(1.3)
+    new = _step_base_profile(tmp_path, [{"step_ratio": 1.75}, {"step_ratio": 0.0104 / 0.008, "step_base": 1.0,
+                                                                **loops}])
+    assert load_profile(new).data["getitem"]["interference"].workers[1].step_ratio == pytest.approx(1.3)  # as written
 
 
 def test_interference_rows_must_count_the_workers_from_one(tmp_path: Path) -> None:

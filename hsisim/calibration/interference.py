@@ -11,15 +11,16 @@
   time a build ran beside it; ``step_base``: its slowdown over the whole step where the builds covered
   too little of it to explain the loop's step (1 where they did; with 2 workers of 0.6 ms builds
   beside a 11 ms step, the step took 1.11x its time alone while builds covered under a tenth of it,
-  batch 100 of 5x5 patches on this 2-core VM); ``build_ratio_busy``: a build's slowdown over the time a step ran beside
-  it; ``build_ratio_idle``: k workers' builds while the training process only takes batches. Each
-  over the in-process build or the step alone. ``handover_s``: the mean wait for a batch whose build
-  had ended before the training process asked for it, the hand-over as the loop sees it (a stand-alone
-  probe, after a sleep, overstated it: 2.6-3.0 ms where this loop waited 2.0-2.2 ms, batch 100 of 5x5
-  patches, 2 workers, this 2-core VM). Measured in the loop, not with both kept busy: the
-  scheduler favours a process that has slept (the training process waiting for its batch), and
-  thread pools spinning beside each other slow each other far more than their shares; side by side
-  without pause both lost about 2x more than in a loop (a per-patch PCA on this 2-core VM).
+  batch 100 of 5x5 patches on this 2-core VM); ``build_ratio_busy``: a build's slowdown over the
+  time a step ran beside it; ``build_ratio_idle``: k workers' builds while the training process only
+  takes batches. Each over the in-process build or the step alone. ``handover_s``: the mean wait for
+  a batch whose build had ended before the training process asked for it, the hand-over as the loop
+  sees it (a stand-alone probe, after a sleep, overstated it: 2.6-3.0 ms where this loop waited
+  2.0-2.2 ms and the user's own loop 1.8-1.9 ms, batch 100 of 5x5 patches, 2 workers, this 2-core
+  VM). Measured in the loop, not with both kept busy: the scheduler favours a process that has
+  slept (the training process waiting for its batch), and thread pools spinning beside each other
+  slow each other far more than their shares; side by side without pause both lost about 2x more
+  than in a loop (a per-patch PCA on this 2-core VM).
 
 Rounds repeat everything, alone and beside, so that a shared machine's drift weighs on both; the
 ratios pool the rounds' times (sums), and the times alone are their means, so that the model

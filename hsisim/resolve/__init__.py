@@ -77,7 +77,8 @@ def _job(sc: Scenario, allow_code: bool) -> Job:
     job = Job(
         nodes=hw.nodes, gpus_per_node=hw.instance.gpus, accumulation=st.accumulation, micro_batch=st.micro_batch,
         steps_per_epoch=st.steps_per_epoch, total_steps=st.total_steps,
-        compute_s=cp.compute_s * _rescale(cp, dp, prof, hw), stall_share=cp.stall_share, compute_cv=cp.cost.cv,
+        compute_s=cp.compute_s * _rescale(cp, dp, prof, hw) * dp.step_base, stall_share=cp.stall_share,
+        compute_cv=cp.cost.cv,
         batch_build_s=dp.build_s, batch_build_cv=dp.build_cv, h2d_s=dp.h2d_s, handover_s=dp.handover_s,
         num_workers=sc.loader.num_workers, prefetch_factor=sc.loader.prefetch_factor,
         persistent_workers=sc.loader.persistent_workers, worker_start_s=hw.cpu.worker_start_s,

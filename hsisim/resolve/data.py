@@ -31,6 +31,9 @@ class Data:
     # a training step's time at a batch size as the interference probe measured it (alone, or after an
     # in-process build without workers): the compute fit is rescaled to pass through it
     step_at: tuple[float, int] | None = None
+    # the step's slowdown over all of it in the DataLoader loop with the scenario's workers, where the
+    # builds beside it did not explain it (1: they did, or nothing measured it)
+    step_base: float = 1.0
 
 
 def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | None) -> Data:
@@ -75,29 +78,58 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
     notes.append(f"workers and the training step share the cores at the paces measured in a DataLoader loop "
                  f"(1..{len(w)} workers; a step alone {it.step_alone_s * 1e3:.1f} ms, a build "
                  f"{it.build_alone_s * 1e3:.1f} ms at batch {it.batch})")
-    paces = Paces(tuple(p.step_ratio for p in w), tuple(p.build_ratio_idle for p in w),
-                  tuple(p.build_ratio_busy for p in w))
     row = w[min(sc.loader.num_workers, len(w)) - 1]  # beyond the measured counts: the most workers measured
-    handover = _loop_handover(row, handover, measured.get("handover"), micro, it.batch, notes)
+    paces = Paces(_step_table(w, row), tuple(p.build_ratio_idle for p in w), tuple(p.build_ratio_busy for p in w))
+    handover = _loop_handover(w, row, handover, measured.get("handover"), micro, it.batch, notes)
     if row.step_base > 1.0:
         notes.append(f"a step with {row.workers} worker(s) took {row.step_base:.2f}x its time alone throughout "
                      f"the DataLoader loop, beyond what the builds beside it explain")
-    return Data(it.build_alone_s * scale, build_cv, handover, h2d, tuple(notes), paces,
-                (it.step_alone_s * row.step_base, it.batch))
+    return Data(it.build_alone_s * scale, build_cv, handover, h2d, tuple(notes), paces, (it.step_alone_s, it.batch),
+                row.step_base)
 
 
-def _loop_handover(pace: Any, handover: float, probe: Any, micro: int, batch: int, notes: list[str]) -> float:
-    """The hand-over as the interference probe's DataLoader loop waited for it (k workers, at ``batch``),
-    rescaled to this micro-batch along the stand-alone probe's fit: that probe, which sleeps before each
-    fetch, overstated it (2.6-3.0 ms where the loop waited 2.0-2.2 ms, batch 100, 2 workers, a 2-core VM)."""
-    if pace.handover_s is None:
+def _step_table(w: list[Any], row: Any) -> tuple[float, ...]:
+    """A step's slowdown while n workers build (index n - 1). Where the scenario's own worker count
+    put all of the step's slowdown in ``step_base`` (its builds could not explain it), none is left for
+    the time builds run (1 for every n: else it would count twice). Else a row that could not explain
+    its step takes the slowdown of the nearest worker count whose builds did (not its 1, which is no
+    measurement)."""
+    if row.step_base > 1.0:
+        return tuple(1.0 for _ in w)
+    explained = [p for p in w if p.step_base <= 1.0]
+    return tuple(p.step_ratio if p.step_base <= 1.0 else
+                 min(explained, key=lambda e: (abs(e.workers - p.workers), e.workers)).step_ratio for p in w)
+
+
+# a loop's hand-over from fewer waits than this is not used (its mean is a few samples' noise)
+MIN_HANDOVERS = 3
+
+
+def _loop_handover(w: list[Any], row: Any, handover: float, probe: Any, micro: int, batch: int,
+                   notes: list[str]) -> float:
+    """The hand-over as the interference probe's DataLoader loop waited for it (at ``batch``), rescaled
+    to this micro-batch along the stand-alone probe's fit: that probe, which sleeps before each fetch,
+    overstated it (2.6-3.0 ms where the loop waited 1.8-2.2 ms, batch 100, 2 workers, a 2-core VM).
+    From the loop with the scenario's workers where it waited for enough ready batches, else pooled
+    over every worker count (a data-bound loop has few: its batches are late)."""
+    def counted(p: Any) -> int:
+        return 0 if p.handover_s is None else (p.handover_n if p.handover_n is not None else MIN_HANDOVERS)
+
+    if counted(row) >= MIN_HANDOVERS:
+        loop, n, where = row.handover_s, counted(row), f"with {row.workers} worker(s)"
+    elif sum(counted(p) for p in w) >= MIN_HANDOVERS:
+        n = sum(counted(p) for p in w)
+        loop, where = sum(counted(p) * p.handover_s for p in w if counted(p)) / n, f"with 1..{len(w)} workers"
+    else:
         return handover
     at_batch = probe.time(batch) if probe is not None else 0.0
-    out = pace.handover_s * probe.time(micro) / at_batch if at_batch > 0 else pace.handover_s
-    probed = f" (stand-alone probe: {at_batch * 1e3:.2f} ms)" if at_batch else ""
-    notes.append(f"hand-over as the DataLoader loop waited for it: {pace.handover_s * 1e3:.2f} ms at batch {batch} "
-                 f"with {pace.workers} worker(s){probed}")
-    return out
+    if at_batch > 0:
+        rescaled = f"; the stand-alone probe's {at_batch * 1e3:.2f} ms there, rescaled along its fit to batch {micro}"
+    else:
+        rescaled = f"; no stand-alone fit to rescale it by: as measured, at batch {micro}"
+    notes.append(f"hand-over as the DataLoader loop waited for batches already built: {loop * 1e3:.2f} ms at batch "
+                 f"{batch} {where} ({n} waits){rescaled}")
+    return loop * probe.time(micro) / at_batch if at_batch > 0 else loop
 
 
 def _interference(sc: Scenario, hw: Hardware, measured: dict[str, Any] | None, prof: Profile | None,
