@@ -8,7 +8,8 @@ from typing import Any
 
 from hsisim import catalog
 from hsisim.analytic import datapipe
-from hsisim.profile import Profile
+from hsisim.analytic.compute import LinearCost
+from hsisim.profile import Profile, WorkerPace
 from hsisim.resolve.compute import Steps
 from hsisim.resolve.hardware import Hardware
 from hsisim.resolve.workload import Workload
@@ -88,7 +89,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                 row.step_base)
 
 
-def _step_table(w: list[Any], row: Any) -> tuple[float, ...]:
+def _step_table(w: list[WorkerPace], row: WorkerPace) -> tuple[float, ...]:
     """A step's slowdown while n workers build (index n - 1). Where the scenario's own worker count
     put all of the step's slowdown in ``step_base`` (its builds could not explain it), none is left for
     the time builds run (1 for every n: else it would count twice). Else a row that could not explain
@@ -105,31 +106,32 @@ def _step_table(w: list[Any], row: Any) -> tuple[float, ...]:
 MIN_HANDOVERS = 3
 
 
-def _loop_handover(w: list[Any], row: Any, handover: float, probe: Any, micro: int, batch: int,
-                   notes: list[str]) -> float:
+def _loop_handover(w: list[WorkerPace], row: WorkerPace, handover: float, probe: LinearCost | None, micro: int,
+                   batch: int, notes: list[str]) -> float:
     """The hand-over as the interference probe's DataLoader loop waited for it (at ``batch``), rescaled
     to this micro-batch along the stand-alone probe's fit: that probe, which sleeps before each fetch,
     overstated it (2.6-3.0 ms where the loop waited 1.8-2.2 ms, batch 100, 2 workers, a 2-core VM).
     From the loop with the scenario's workers where it waited for enough ready batches, else pooled
     over every worker count (a data-bound loop has few: its batches are late)."""
-    def counted(p: Any) -> int:
-        return 0 if p.handover_s is None else (p.handover_n if p.handover_n is not None else MIN_HANDOVERS)
-
-    if counted(row) >= MIN_HANDOVERS:
-        loop, n, where = row.handover_s, counted(row), f"with {row.workers} worker(s)"
-    elif sum(counted(p) for p in w) >= MIN_HANDOVERS:
-        n = sum(counted(p) for p in w)
-        loop, where = sum(counted(p) * p.handover_s for p in w if counted(p)) / n, f"with 1..{len(w)} workers"
+    # (mean, waits) per worker count that measured it; a hand-written profile without a count is trusted
+    loops = {p.workers: (p.handover_s, p.handover_n or MIN_HANDOVERS) for p in w if p.handover_s is not None}
+    pooled_n = sum(n for _, n in loops.values())
+    if loops.get(row.workers, (0.0, 0))[1] >= MIN_HANDOVERS:
+        (loop, n), where = loops[row.workers], f"with {row.workers} worker(s)"
+    elif pooled_n >= MIN_HANDOVERS:
+        loop, n = sum(v * k for v, k in loops.values()) / pooled_n, pooled_n
+        where = f"with 1..{len(w)} workers"
     else:
         return handover
+    said = f"hand-over as the DataLoader loop waited for batches already built: {loop * 1e3:.2f} ms at batch " \
+           f"{batch} {where} ({n} waits)"
     at_batch = probe.time(batch) if probe is not None else 0.0
-    if at_batch > 0:
-        rescaled = f"; the stand-alone probe's {at_batch * 1e3:.2f} ms there, rescaled along its fit to batch {micro}"
-    else:
-        rescaled = f"; no stand-alone fit to rescale it by: as measured, at batch {micro}"
-    notes.append(f"hand-over as the DataLoader loop waited for batches already built: {loop * 1e3:.2f} ms at batch "
-                 f"{batch} {where} ({n} waits){rescaled}")
-    return loop * probe.time(micro) / at_batch if at_batch > 0 else loop
+    if probe is None or at_batch <= 0:
+        notes.append(f"{said}; no stand-alone fit to rescale it by: as measured, at batch {micro}")
+        return loop
+    notes.append(f"{said}; the stand-alone probe's {at_batch * 1e3:.2f} ms there, rescaled along its fit to "
+                 f"batch {micro}")
+    return loop * probe.time(micro) / at_batch
 
 
 def _interference(sc: Scenario, hw: Hardware, measured: dict[str, Any] | None, prof: Profile | None,
