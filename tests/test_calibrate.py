@@ -240,6 +240,56 @@ def test_a_rare_stall_counts_in_the_wait_as_often_as_it_happens() -> None:
     assert float((sd_sim.max(axis=0) - sd_sim.mean(axis=0)).mean()) > 1.8 * real_wait
 
 
+def _handed(builds: np.ndarray, computes: np.ndarray, common: np.ndarray) -> list[list[float]]:
+    """Hand-over times on one clock: every rank leaves step i's all-reduce at the same moment, then
+    builds and computes; the all-reduce ends after the last rank's hand-over plus the common part."""
+    t, rows = 100.0, []
+    for i in range(builds.shape[1]):
+        row = t + builds[:, i] + computes[:, i]
+        rows.append(row)
+        t = float(row.max()) + common[i]
+    return [list(r) for r in np.array(rows).T]
+
+
+def test_compute_difference_takes_the_build_out_of_the_hand_over_times() -> None:
+    rng = np.random.default_rng(11)
+    n, ranks = 4000, 3
+    common = rng.uniform(0.5, 3.0, n)  # the all-reduce and the machine's moments: every rank at once
+    builds = 2.0 + rng.normal(0.0, 0.3, (ranks, n))
+    computes = 10.0 + common + rng.normal(0.0, 0.4, (ranks, n))
+    got = collectives.compute_difference(_handed(builds, computes, common), [list(b) for b in builds])
+    # independent normal parts: the computations' E|X1 - X2| = 2·0.4/sqrt(pi) = 0.451; the hand-over
+    # times' is 2·0.5/sqrt(pi) = 0.564 with per-pair s.e. 0.707·0.5·sqrt(1 - 2/pi)/sqrt(n) = 0.0034,
+    # the build's 0.339 with s.e. 0.0020: the difference of squares carries both, about 0.006
+    assert got == pytest.approx(0.8 / math.sqrt(math.pi), abs=4 * 0.006)
+    # nothing differs between the ranks but the build: nothing is left for the computation
+    same = np.tile(10.0 + common, (ranks, 1))
+    assert collectives.compute_difference(_handed(builds, same, common), [list(b) for b in builds]) == \
+        pytest.approx(0.0, abs=0.03)
+    # no build timed (a hand-over probe's run): the whole difference is the computation's
+    assert collectives.compute_difference(_handed(np.zeros((ranks, n)), computes, common), []) == \
+        pytest.approx(0.8 / math.sqrt(math.pi), abs=4 * 0.0034)
+    assert collectives.compute_difference([[1.0, 2.0]], [[0.5, 0.5]]) == 0.0  # one rank waits for none
+
+
+def test_a_rank_that_catches_up_makes_no_one_wait() -> None:
+    """A rank that built longer computes faster while the others' builds leave it the cores: the
+    timed computations differ widely, the hand-over times (what the barrier sees) hardly."""
+    rng = np.random.default_rng(12)
+    n, ranks = 4000, 2
+    common = rng.uniform(0.5, 3.0, n)
+    builds = 2.0 + rng.normal(0.0, 2.0, (ranks, n))
+    computes = 10.0 - (builds - 2.0) + rng.normal(0.0, 0.1, (ranks, n))  # build + compute ~ 12 everywhere
+    timed = collectives.rank_difference([list(c) for c in computes])  # 2·2/sqrt(pi) = 2.26
+    got = collectives.compute_difference(_handed(builds, computes, common), [list(b) for b in builds])
+    assert timed > 2.0 and got < 0.15  # the barrier waits for 2·0.1/sqrt(pi) = 0.11 at most
+    # and the simulator's independent ranks, drawn with the cv that gives, wait as long as these did
+    real_wait = float(np.mean(np.max(builds + computes, axis=0) - np.mean(builds + computes, axis=0)))
+    cv = gamma_cv_for_mean_difference(collectives.rank_difference([list(b) for b in builds + computes]) / 12.0)
+    sim = rng.gamma(1 / cv**2, 12.0 * cv**2, (2, 200000))
+    assert float((sim.max(axis=0) - sim.mean(axis=0)).mean()) == pytest.approx(real_wait, rel=0.1)
+
+
 def _clock_worker(rank: int, port: int, out: str) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel

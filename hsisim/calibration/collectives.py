@@ -79,6 +79,25 @@ def rank_difference(per_rank: list[list[float]]) -> float:
     return float(np.mean(pairs))
 
 
+def compute_difference(handed: list[list[float]], built: list[list[float]]) -> float:
+    """The mean absolute difference between ranks' computations, as the gradients' barrier sees it.
+
+    ``handed[r][i]``: when rank r handed its last gradient bucket over on step i (one clock for every
+    process of a host); ``built[r][i]``: how long its batch build before that step took. Every rank
+    left the previous step's all-reduce at about the same moment, so the hand-over times differ by
+    what each did since: the build and the computation. The build's difference is taken out in
+    quadrature (the simulator draws the build on its own; for independent normal parts the mean
+    absolute differences add as standard deviations do).
+
+    Not the difference of each rank's timed computation: on a shared host a rank that starts
+    computing later, while another still builds, computes faster while it has the cores to itself,
+    and catches up (the timed computations differed 2-3x as much as the hand-over times did).
+    """
+    total = rank_difference(handed)
+    build = rank_difference(built) if built else 0.0
+    return math.sqrt(max(0.0, total * total - build * build))
+
+
 def after_last_handover(handed: list[float], done: list[float]) -> tuple[np.ndarray, np.ndarray]:
     """Per step, split this rank's all-reduce by every rank's hand-over times (every rank calls it).
 

@@ -12,7 +12,13 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from hsisim.analytic.compute import fit_line
-from hsisim.calibration.collectives import CommClock, after_last_handover, rank_difference, ratio_quantiles
+from hsisim.calibration.collectives import (
+    CommClock,
+    after_last_handover,
+    compute_difference,
+    rank_difference,
+    ratio_quantiles,
+)
 from hsisim.calibration.probes import Net, Timer, forever, make_training, training_step
 from hsisim.distributions import gamma_cv_for_mean_difference
 
@@ -81,8 +87,14 @@ class PairedProbe:
 
     def fits(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
         """(compute, batch build, hand-over or None) fits a + c·b over the medians per batch size."""
+        everyone: list[Any] = []
+        if self.clock is not None:
+            import torch.distributed as dist
+
+            everyone = [None] * dist.get_world_size()
+            dist.all_gather_object(everyone, (self.step, self.build, [h for h, _ in self.marks]))
         out: list[dict[str, Any] | None] = []
-        for table in (self.step, self.build, self.handover):
+        for k, table in enumerate((self.step, self.build, self.handover)):
             if not table:
                 out.append(None)
                 continue
@@ -93,23 +105,28 @@ class PairedProbe:
             cvs = [statistics.stdev(ts) / statistics.fmean(ts) for ts in table.values() if len(ts) > 1]
             fit = {"a_s": a, "c_s_per_sample": c, "r2": r2, "cv": statistics.median(cvs) if cvs else 0.0,
                    "points": pts}
-            if self.clock is not None and table is not self.handover:
+            if everyone and k < 2:
                 # every rank ran the same pairs in step: the difference between ranks is what makes
                 # a rank wait at the barrier (what slows all of them at once makes none wait: its
                 # typical part is in the medians, its rare long stalls in neither); the
                 # simulator draws ranks independently from a gamma, so the cv is the gamma's whose
                 # mean absolute difference is the measured one, and its ranks wait as long
-                import torch.distributed as dist
-
-                everyone: list[Any] = [None] * dist.get_world_size()
-                dist.all_gather_object(everyone, table)
-                between = [gamma_cv_for_mean_difference(rank_difference([ranks[b] for ranks in everyone])
-                                                        / statistics.fmean(ts))
-                           for b, ts in table.items() if ts]
-                fit["cv_total"], fit["cv"] = fit["cv"], statistics.median(between)
+                fit["cv_total"], fit["cv"] = fit["cv"], self._between(everyone, k, a + c * self.batches[-1])
             out.append(fit)
         assert out[0] is not None and out[1] is not None
         return out[0], out[1], out[2]
+
+    def _between(self, everyone: list[Any], k: int, at_micro: float) -> float:
+        """The between-rank cv of the computation (k = 0) or the build (k = 1)."""
+        big = self.batches[-1]
+        if k == 0 and everyone[0][2] and at_micro > 0:
+            # the computation: from the hand-over times at the largest batch (the micro-batch), what
+            # the barrier waits for, less the builds before them
+            diff = compute_difference([rank[2] for rank in everyone], [rank[1][big] for rank in everyone])
+            return gamma_cv_for_mean_difference(diff / at_micro)
+        return statistics.median(
+            gamma_cv_for_mean_difference(rank_difference([rank[k][b] for rank in everyone]) / statistics.fmean(ts))
+            for b, ts in (self.step, self.build)[k].items() if ts)
 
     def allreduce(self) -> dict[str, Any] | None:
         """The gradients' all-reduce in the probe's DDP steps (every rank calls it): from the last rank's
