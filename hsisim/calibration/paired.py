@@ -87,14 +87,8 @@ class PairedProbe:
 
     def fits(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
         """(compute, batch build, hand-over or None) fits a + c·b over the medians per batch size."""
-        everyone: list[Any] = []
-        if self.clock is not None:
-            import torch.distributed as dist
-
-            everyone = [None] * dist.get_world_size()
-            dist.all_gather_object(everyone, (self.step, self.build, [h for h, _ in self.marks]))
         out: list[dict[str, Any] | None] = []
-        for k, table in enumerate((self.step, self.build, self.handover)):
+        for table in (self.step, self.build, self.handover):
             if not table:
                 out.append(None)
                 continue
@@ -103,30 +97,34 @@ class PairedProbe:
             # the spread as the ranks feel it at a barrier: the standard deviation, tails included (a robust
             # spread would hide the shared machine's stalls that make one rank wait for another)
             cvs = [statistics.stdev(ts) / statistics.fmean(ts) for ts in table.values() if len(ts) > 1]
-            fit = {"a_s": a, "c_s_per_sample": c, "r2": r2, "cv": statistics.median(cvs) if cvs else 0.0,
-                   "points": pts}
-            if everyone and k < 2:
-                # every rank ran the same pairs in step: the difference between ranks is what makes
-                # a rank wait at the barrier (what slows all of them at once makes none wait: its
-                # typical part is in the medians, its rare long stalls in neither); the
-                # simulator draws ranks independently from a gamma, so the cv is the gamma's whose
-                # mean absolute difference is the measured one, and its ranks wait as long
-                fit["cv_total"], fit["cv"] = fit["cv"], self._between(everyone, k, a + c * self.batches[-1])
-            out.append(fit)
-        assert out[0] is not None and out[1] is not None
-        return out[0], out[1], out[2]
+            out.append({"a_s": a, "c_s_per_sample": c, "r2": r2, "cv": statistics.median(cvs) if cvs else 0.0,
+                        "points": pts})
+        comp, build = out[0], out[1]
+        assert comp is not None and build is not None
+        if self.clock is not None:
+            # every rank ran the same pairs in step: the difference between ranks is what makes
+            # a rank wait at the barrier (what slows all of them at once makes none wait: its
+            # typical part is in the medians, its rare long stalls in neither); the
+            # simulator draws ranks independently from a gamma, so the cv is the gamma's whose
+            # mean absolute difference is the measured one, and its ranks wait as long
+            import torch.distributed as dist
 
-    def _between(self, everyone: list[Any], k: int, at_micro: float) -> float:
-        """The between-rank cv of the computation (k = 0) or the build (k = 1)."""
-        big = self.batches[-1]
-        if k == 0 and everyone[0][2] and at_micro > 0:
-            # the computation: from the hand-over times at the largest batch (the micro-batch), what
-            # the barrier waits for, less the builds before them
-            diff = compute_difference([rank[2] for rank in everyone], [rank[1][big] for rank in everyone])
-            return gamma_cv_for_mean_difference(diff / at_micro)
-        return statistics.median(
-            gamma_cv_for_mean_difference(rank_difference([rank[k][b] for rank in everyone]) / statistics.fmean(ts))
-            for b, ts in (self.step, self.build)[k].items() if ts)
+            everyone: list[Any] = [None] * dist.get_world_size()
+            dist.all_gather_object(everyone, {"step": self.step, "build": self.build,
+                                              "handed": [h for h, _ in self.marks]})
+            big = self.batches[-1]
+            at_micro = comp["a_s"] + comp["c_s_per_sample"] * big
+            if self.marks and at_micro > 0:
+                # the computation: from the hand-over times at the largest batch (the micro-batch),
+                # what the barrier waits for, less the builds before them
+                diff = compute_difference([r["handed"] for r in everyone], [r["build"][big] for r in everyone])
+                between = gamma_cv_for_mean_difference(diff / at_micro)
+            else:
+                between = _between_by_batch(self.step, [r["step"] for r in everyone])
+            comp["cv_total"], comp["cv"] = comp["cv"], between
+            between = _between_by_batch(self.build, [r["build"] for r in everyone])
+            build["cv_total"], build["cv"] = build["cv"], between
+        return comp, build, out[2]
 
     def allreduce(self) -> dict[str, Any] | None:
         """The gradients' all-reduce in the probe's DDP steps (every rank calls it): from the last rank's
@@ -140,3 +138,11 @@ class PairedProbe:
                 "cv": float(ts.std(ddof=1) / mean) if mean > 0 and len(ts) > 1 else 0.0,
                 "ratio_quantiles": ratio_quantiles(ts / mean) if mean > 0 else [],
                 "method": "DDP training steps of the model on a fixed batch, timed by a communication hook"}
+
+
+def _between_by_batch(mine: dict[int, list[float]], tables: list[dict[int, list[float]]]) -> float:
+    """The between-rank cv from the ranks' times pair by pair (``tables[r][b]``: rank r's times at batch
+    b; ``mine``: this rank's, whose mean each difference is taken over), the median over batch sizes."""
+    return statistics.median(
+        gamma_cv_for_mean_difference(rank_difference([t[b] for t in tables]) / statistics.fmean(ts))
+        for b, ts in mine.items() if ts)
