@@ -405,7 +405,19 @@ def test_validate_reports_measured_predicted_and_errors() -> None:
         assert r["error_pct"][key] == pytest.approx(100 * (p - m) / m)
     assert r["measured"]["steps"] == 6 and r["threads"] >= 1
     assert any("hand" in n or "profile" in n for n in r["notes"])
+    # one loader worker: the prediction takes the step's and the builds' paces measured in a DataLoader loop
+    # beside the run, as a calibrated profile gives them
+    assert any("paces measured in a DataLoader loop (1..1 workers" in n for n in r["notes"]), r["notes"]
     assert _probe_dirs() == before
+
+
+def test_validate_without_workers_predicts_from_the_paired_probe_alone() -> None:
+    res = runner.invoke(app, ["validate", "--scenario", str(ROOT / "scenarios" / "validate" / "cpu_in_between.yaml"),
+                              "--device", "cpu", "--steps", "6", "--warmup", "3", "--set", "training.micro_batch=8",
+                              "--set", "training.global_batch=8", "--json"])
+    assert res.exit_code == 0, res.output
+    notes = json.loads(res.output)["notes"]
+    assert not any("DataLoader loop" in n or "alternated" in n for n in notes), notes
 
 
 @pytest.mark.slow

@@ -100,9 +100,7 @@ def test_run_names_the_levers_of_a_factory_scenario_it_was_allowed_to_run(projec
 CONFIGS = {  # (workers, __getitem__ work, model width)
     # compute-bound: a worker keeps up, the wait is its hand-over; with PyTorch's default threads
     # (one per core) the worker and the training threads share this machine's cores
-    "compute-bound": pytest.param((1, 1, 48), marks=pytest.mark.xfail(
-        strict=False, reason="issue 12, open: with one worker beside PyTorch's threads on a 2-core machine the "
-                             "step is under-predicted by 8-14 % and the hand-over wait swings 1-2.5 ms run to run")),
+    "compute-bound": (1, 1, 48),
     "in between": (0, 3, 16),  # no worker, light __getitem__
     "data-bound": (0, 40, 16),  # no worker, heavy __getitem__
 }

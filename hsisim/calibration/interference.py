@@ -163,40 +163,70 @@ def _pooled(k: int, row: dict[str, list[float]], step_alone: float, build_alone:
             "loop_step_s": loop_step, "loop_wait_s": loop_wait, **handover}
 
 
+def max_workers() -> int:
+    """The most workers the probe feeds a step with on this machine: 1 … 4, at most one per core."""
+    return min(4, os.cpu_count() or 1)
+
+
+class InterferenceProbe:
+    """The user's batch builds and a CPU training step, alternated and in a DataLoader loop (module doc),
+    one round at a time: a caller interleaves the rounds with other work (``hsisim validate`` with
+    segments of the real run) so that a shared machine's drift weighs on both."""
+
+    def __init__(self, net: Net, ds: Dataset, batch: int, max_workers: int, reps: int = 7, steps: int = 12,
+                 optimizer: str = "adam") -> None:
+        model, opt, scaler, dtype = make_training(net, torch.device("cpu"), optimizer, amp=False)
+        x, y = net.batch(batch, torch.device("cpu"))
+        self.step = functools.partial(training_step, model, opt, x, y, scaler, dtype)
+        self.ds, self.batch, self.reps, self.steps = ds, batch, reps, steps
+        self.threads = torch.get_num_threads()  # the training threads the rounds run with
+        rng = np.random.default_rng(1)
+        n = len(ds)  # type: ignore[arg-type]
+
+        def build() -> None:
+            default_collate([ds[int(i)] for i in rng.integers(0, n, batch)])
+
+        self.build = build
+        for warm in (build, self.step, self.step):
+            warm()
+        self.alone: dict[str, list[float]] = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
+        self.table: dict[int, dict[str, list[float]]] = {
+            k: {"covered": [], "owed": [], "idle_s": [], "busy_t": [], "left": [], "loop_step_s": [],
+                "loop_wait_s": [], "ready_wait_s": []}
+            for k in range(1, max_workers + 1)}
+
+    def round(self) -> None:
+        """Each alone, alternated, then the DataLoader loop with 1 … ``max_workers`` workers."""
+        reps = self.reps
+        torch.set_num_threads(self.threads)
+        step_alone = statistics.median(_timed(self.step) for _ in range(reps))
+        build_alone = statistics.median(_timed(self.build) for _ in range(reps))
+        pairs = [(_timed(self.build), _timed(self.step)) for _ in range(reps)]
+        for key, v in zip(self.alone, (step_alone, build_alone, statistics.median(b for b, _ in pairs),
+                                       statistics.median(s for _, s in pairs)), strict=True):
+            self.alone[key].append(v)
+        for k, row in self.table.items():
+            _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps, reps)
+
+    def result(self) -> dict[str, Any]:
+        """The rounds pooled (at least one)."""
+        mean = {key: statistics.fmean(v) for key, v in self.alone.items()}
+        return {"threads": self.threads, "cores": os.cpu_count() or 1, "batch": self.batch,
+                "step_alone_s": mean["step_alone_s"], "build_alone_s": mean["build_alone_s"],
+                "inline": {"build_ratio": mean["build_s"] / mean["build_alone_s"],
+                           "step_ratio": mean["step_s"] / mean["step_alone_s"],
+                           "build_s": mean["build_s"], "step_s": mean["step_s"]},
+                "workers": [_pooled(k, row, mean["step_alone_s"], mean["build_alone_s"])
+                            for k, row in self.table.items()],
+                "method": "the user's batch builds and a training step, alternated in one process, and in a "
+                          "DataLoader loop with k workers timed on one clock; each over its time alone; pooled "
+                          f"over {len(self.alone['step_s'])} rounds"}
+
+
 def interference_probe(net: Net, ds: Dataset, batch: int, max_workers: int, rounds: int = 2, reps: int = 7,
                        steps: int = 12, optimizer: str = "adam") -> dict[str, Any]:
-    """The user's batch builds and a CPU training step, alternated and in a DataLoader loop (module doc)."""
-    model, opt, scaler, dtype = make_training(net, torch.device("cpu"), optimizer, amp=False)
-    x, y = net.batch(batch, torch.device("cpu"))
-    step = functools.partial(training_step, model, opt, x, y, scaler, dtype)
-    rng = np.random.default_rng(1)
-    n = len(ds)  # type: ignore[arg-type]
-
-    def build() -> None:
-        default_collate([ds[int(i)] for i in rng.integers(0, n, batch)])
-
-    for warm in (build, step, step):
-        warm()
-    alone: dict[str, list[float]] = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
-    table: dict[int, dict[str, list[float]]] = {
-        k: {"covered": [], "owed": [], "idle_s": [], "busy_t": [], "left": [], "loop_step_s": [], "loop_wait_s": [],
-            "ready_wait_s": []}
-        for k in range(1, max_workers + 1)}
+    """``rounds`` rounds of the interference probe back to back."""
+    probe = InterferenceProbe(net, ds, batch, max_workers, reps, steps, optimizer)
     for _ in range(rounds):
-        step_alone = statistics.median(_timed(step) for _ in range(reps))
-        build_alone = statistics.median(_timed(build) for _ in range(reps))
-        pairs = [(_timed(build), _timed(step)) for _ in range(reps)]
-        for key, v in zip(alone, (step_alone, build_alone, statistics.median(b for b, _ in pairs),
-                                  statistics.median(s for _, s in pairs)), strict=True):
-            alone[key].append(v)
-        for k, row in table.items():
-            _workers_round(row, ds, batch, k, step, step_alone, build_alone, steps, reps)
-    mean = {key: statistics.fmean(v) for key, v in alone.items()}
-    return {"threads": torch.get_num_threads(), "cores": os.cpu_count() or 1, "batch": batch,
-            "step_alone_s": mean["step_alone_s"], "build_alone_s": mean["build_alone_s"],
-            "inline": {"build_ratio": mean["build_s"] / mean["build_alone_s"],
-                       "step_ratio": mean["step_s"] / mean["step_alone_s"],
-                       "build_s": mean["build_s"], "step_s": mean["step_s"]},
-            "workers": [_pooled(k, row, mean["step_alone_s"], mean["build_alone_s"]) for k, row in table.items()],
-            "method": "the user's batch builds and a training step, alternated in one process, and in a DataLoader "
-                      "loop with k workers timed on one clock; each over its time alone; pooled over rounds"}
+        probe.round()
+    return probe.result()

@@ -23,7 +23,7 @@ from hsisim import catalog
 from hsisim._version import __version__
 from hsisim.calibration import collectives, probes
 from hsisim.calibration.data import PatchDataset, fit_preprocess, make_scene, offline_cube, open_cube, write_cube
-from hsisim.calibration.interference import interference_probe
+from hsisim.calibration.interference import interference_probe, max_workers
 from hsisim.calibration.models import MODELS, forward_flops, param_count
 from hsisim.errors import HsisimInputError
 from hsisim.profile import FORMAT, ProfileData, document, nearest_count
@@ -280,7 +280,7 @@ def _interference(d: dict[str, Any], net: probes.Net, ds: Any, dev: torch.device
     """On the CPU: how these batch builds and the training step slow each other (1 … 4 workers)."""
     if dev.type != "cpu":
         return
-    k = min(4, os.cpu_count() or 1)
+    k = max_workers()
     say(f"interference probe: batch builds beside the training step, 0..{k} workers")
     d["interference"] = interference_probe(net, ds, batch, k, rounds=2 if quick else 3, steps=10 if quick else 16)
 

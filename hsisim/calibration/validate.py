@@ -34,6 +34,7 @@ from hsisim import catalog
 from hsisim.analytic import collectives
 from hsisim.calibration import collectives as probe_comm
 from hsisim.calibration import paired, probes
+from hsisim.calibration.interference import InterferenceProbe, max_workers
 from hsisim.calibration.models import forward_flops, param_count
 from hsisim.calibration.run import Workload, catalog_gpu_for, dataset_for, parse_device, scene, workload
 from hsisim.errors import HsisimInputError
@@ -295,7 +296,7 @@ def _gather(rank: int, world: int, res: dict[str, Any], extra: dict[str, Any], o
 
 
 def _profile(sc: Scenario, dev: torch.device, threads: int, fits: Any, t: Trainable,
-             collectives: dict[str, Any] | None) -> dict[str, Any]:
+             collectives: dict[str, Any] | None, paces: dict[str, Any] | None = None) -> dict[str, Any]:
     comp, build_fit, handover = fits
     each = probes.data_probe(t.dataset, sc.training.micro_batch, [], pin_memory=False, samples=300, batches=3)
     data: dict[str, Any] = {"batch_build": build_fit, "per_sample_s": each["per_sample_s"],
@@ -318,6 +319,8 @@ def _profile(sc: Scenario, dev: torch.device, threads: int, fits: Any, t: Traina
     }
     if handover is not None:
         prof["data"]["modes"][t.mode]["handover"] = handover
+    if paces is not None:
+        prof["data"]["modes"][t.mode]["interference"] = paces
     if collectives is not None:
         prof["collectives"] = collectives
     return prof
@@ -405,13 +408,15 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
         old = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
+            paces = None
             if world_size == 1:
-                measured, fits, coll = _measure_one(sc, dev, threads, t, steps, rounds, wu, profile is None)
+                measured, fits, paces = _measure_one(sc, dev, threads, t, steps, rounds, wu, profile is None)
+                coll = None
             else:
                 measured, fits, coll = _measure_ddp(scenario, sets, device, world_size, steps, wu, threads, rounds,
                                                     profile is None, Path(d))
             prof_path = profile if profile is not None else \
-                document(_profile(sc, dev, threads, fits, t, coll)).write(Path(d) / "profile.json")
+                document(_profile(sc, dev, threads, fits, t, coll, paces)).write(Path(d) / "profile.json")
         finally:
             torch.set_num_threads(old)
         predicted, notes = predict(scenario, sets, dev, world_size, prof_path, steps)
@@ -419,14 +424,24 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
 
 
 def _measure_one(sc: Scenario, dev: torch.device, threads: int, t: Trainable, steps: int, rounds: int, wu: int,
-                 probe_too: bool) -> tuple[dict[str, Any], Any, None]:
-    """One process: segments of the real run between rounds of the paired probe."""
+                 probe_too: bool) -> tuple[dict[str, Any], Any, dict[str, Any] | None]:
+    """One process: segments of the real run between rounds of the paired probe and, on a CPU with
+    loader workers, of the interference probe: how the workers' builds and the step slow each other in
+    a DataLoader loop, as ``hsisim calibrate`` measures it for a user's CPU run (without it the step
+    beside one worker was predicted 8-14 % low). Without workers the paired probe's own alternation of
+    builds and steps is the regime the interference probe's in-process pairs would time again, with
+    fewer samples (their step moved 1.02-1.11x its time alone from one run to the next)."""
     probe = _paired(sc, dev, t) if probe_too else None
+    workers = min(max_workers(), sc.loader.num_workers)
+    meet = InterferenceProbe(t.net, t.dataset, sc.training.micro_batch, workers, steps=10,
+                             optimizer=sc.model.optimizer) if probe_too and dev.type == "cpu" and workers else None
     run = Run(sc, dev, threads, t)
     seg_warmup = sc.loader.num_workers * sc.loader.prefetch_factor + 1
     for r, n in enumerate(segments(steps, rounds)):
         if probe is not None:
             probe.round()
+        if meet is not None:
+            meet.round()
         run.segment(n, wu if r == 0 else seg_warmup)
     fits = None
     if probe is not None:
@@ -434,7 +449,7 @@ def _measure_one(sc: Scenario, dev: torch.device, threads: int, t: Trainable, st
         fits = probe.fits()
     measured = run.result()
     run.close()
-    return measured, fits, None
+    return measured, fits, meet.result() if meet is not None else None
 
 
 def _measure_ddp(scenario: Path, sets: list[str], device: str, world: int, steps: int, wu: int, threads: int,
