@@ -172,9 +172,12 @@ def test_the_loop_takes_the_hand_over_only_from_batches_built_before_they_were_a
     assert all(b - a == pytest.approx(0.010) for a, b in computing) and len(after) == 1 + 2
 
 
-def _row(covered: float, owed: float) -> dict[str, list[float]]:
-    return {"covered": [covered], "owed": [owed], "idle_s": [0.0012], "busy_t": [0.004], "left": [0.001],
-            "loop_step_s": [0.0144], "loop_wait_s": [0.002], "ready_wait_s": [0.002, 0.0018]}
+def _row(covered: float, owed: float, alone: tuple[float, ...] = (0.0112,)) -> dict[str, list[float]]:
+    rounds = len(alone)  # the covered time and the owed work pooled over the rounds
+    return {"covered": [covered / rounds] * rounds, "owed": [owed / rounds] * rounds, "idle_s": [0.0012] * rounds,
+            "busy_t": [0.004 / rounds] * rounds, "left": [0.001 / rounds] * rounds, "loop_step_s": [0.0144] * rounds,
+            "loop_wait_s": [0.002] * rounds, "ready_wait_s": [0.002, 0.0018], "step_alone_s": list(alone),
+            "steps": [10] * rounds}
 
 
 def test_a_step_slowdown_the_builds_cannot_explain_is_kept_for_the_whole_step() -> None:
@@ -186,6 +189,16 @@ def test_a_step_slowdown_the_builds_cannot_explain_is_kept_for_the_whole_step() 
     assert throughout["step_ratio"] == 1.0 and throughout["step_base"] == pytest.approx((0.0144 - 0.002) / 0.0112)
     assert throughout["build_ratio_idle"] == pytest.approx(2.0) and throughout["build_ratio_busy"] == pytest.approx(4.0)
     assert throughout["handover_s"] == pytest.approx(0.0019) and throughout["handover_n"] == 2
+
+
+def test_owed_work_within_the_noise_of_the_step_alone_explains_nothing() -> None:
+    # 20 steps over 2 rounds, the step alone 11.2 and 12.0 ms: its noise in the owed work is
+    # 20 x sd / sqrt(2) = 20 x 0.566 / 1.414 = 8 ms, and 5 ms owed is within twice that
+    noisy = interference._pooled(1, _row(0.010, 0.005, (0.0112, 0.0120)), 0.0116, 0.0006)
+    assert noisy["step_ratio"] == 1.0 and noisy["step_base"] == pytest.approx((0.0144 - 0.002) / 0.0116)
+    # the step alone 11.20 and 11.21 ms: 0.1 ms of noise, and the builds explain the 5 ms
+    steady = interference._pooled(1, _row(0.010, 0.005, (0.0112, 0.01121)), 0.011205, 0.0006)
+    assert steady["step_ratio"] == pytest.approx(2.0) and steady["step_base"] == 1.0
 
 
 def test_interference_probe_times_builds_and_steps_meeting() -> None:
