@@ -161,7 +161,7 @@ def _pooled(k: int, row: dict[str, list[float]], step_alone: float, build_alone:
     # build covered): within twice its noise from the step alone moving between rounds it explains
     # nothing (beside one worker's 2 ms builds the covered time once owed 1/18 of itself, and the step
     # was predicted 8.6 % short of the loop's; 2-core VM, December 2026)
-    alone = row.get("step_alone_s", [])
+    alone = row["step_alone_s"]
     noise = sum(row["steps"]) * statistics.stdev(alone) / math.sqrt(len(alone)) if len(alone) > 1 else 0.0
     explained = owed > max(0.05 * cov, 2.0 * noise) and cov > 0
     return {"workers": k,

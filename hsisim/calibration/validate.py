@@ -408,13 +408,13 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
         old = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
-            paces = None
-            if world_size == 1:
+            if world_size == 1:  # one process: the paces of its workers; several: their collectives
                 measured, fits, paces = _measure_one(sc, dev, threads, t, steps, rounds, wu, profile is None)
                 coll = None
             else:
                 measured, fits, coll = _measure_ddp(scenario, sets, device, world_size, steps, wu, threads, rounds,
                                                     profile is None, Path(d))
+                paces = None
             prof_path = profile if profile is not None else \
                 document(_profile(sc, dev, threads, fits, t, coll, paces)).write(Path(d) / "profile.json")
         finally:
