@@ -73,7 +73,7 @@ class TrainingSpec(_Section):
     repeats: Count = Field(default=1, ge=1, description="times each training sample is visited per epoch")
     threads: Count | None = Field(default=None, ge=1, le=1024, description=(
         "intra-op threads of each training process (torch.set_num_threads / OMP_NUM_THREADS); default: "
-        "PyTorch's, one per physical core"))
+        "PyTorch's, one per physical core, or 1 with several processes on a node (torchrun's OMP_NUM_THREADS=1)"))
 
     @model_validator(mode="after")
     def _length(self) -> TrainingSpec:

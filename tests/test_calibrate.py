@@ -433,8 +433,20 @@ def test_validate_without_workers_predicts_from_the_paired_probe_alone() -> None
     assert not any("DataLoader loop" in n or "alternated" in n for n in notes), notes
 
 
+def test_validate_trains_with_the_threads_the_users_launch_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hsisim.calibration.validate import _default_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert _default_threads(1) == torch.get_num_threads()
+    assert _default_threads(2) == 1  # torchrun: OMP_NUM_THREADS=1 for several processes on a node
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # set by the user: torchrun leaves it, PyTorch reads it
+    assert _default_threads(2) == torch.get_num_threads()
+
+
 @pytest.mark.slow
-def test_two_process_validate_splits_the_step_and_checks_the_collective_model() -> None:
+def test_two_process_validate_splits_the_step_and_checks_the_collective_model(monkeypatch: pytest.MonkeyPatch
+                                                                               ) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     res = runner.invoke(app, ["validate", "--scenario", str(ROOT / "scenarios" / "validate" / "cpu_gloo_2proc.yaml"),
                               "--device", "cpu", "--world-size", "2", "--steps", "8", "--warmup", "2",
                               "--set", "training.micro_batch=8", "--set", "training.global_batch=16", "--json"])
@@ -447,6 +459,8 @@ def test_two_process_validate_splits_the_step_and_checks_the_collective_model() 
     # the measured step holds its computation, the wait for the slower rank and the all-reduce
     assert 0 < m["compute_s"] + m["allreduce_s"] < m["step_time_s"] * 1.5
     assert r["world_size"] == 2 and any("all-reduce" in n for n in r["notes"])
+    assert r["threads"] == 1 and m["training_threads"] == 1  # torchrun's one thread a process
+    assert any("measured with 1 training thread" in n for n in r["notes"])
 
 
 @pytest.mark.parametrize("args, message", [

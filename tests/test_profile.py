@@ -56,6 +56,22 @@ def test_a_scenarios_thread_count_replaces_the_default(tmp_path: Path) -> None:
     assert any("measured with 2 training thread" in n for n in job.notes)
 
 
+def test_several_processes_on_a_node_train_with_one_thread_each_as_torchrun_starts_them(tmp_path: Path) -> None:
+    # torchrun sets OMP_NUM_THREADS=1 when it starts more than one process on a node; the profile's
+    # torch_threads (one process's default) does not apply, a scenario's count does
+    p = tmp_path / "p.json"
+    doc = json.loads(_profile(tmp_path).read_text())
+    doc["device"]["torch_threads"] = 4
+    p.write_text(json.dumps(doc))
+    sets = [f"calibration={p}", "cluster.instance=local-cpu-x2", "training.global_batch=128"]
+    two = resolve_job(load_scenario(DATA_BOUND, sets))
+    assert two.compute_s == pytest.approx(load_profile(p).compute[1].time(64)) and two.compute_cpu_demand == 1
+    one = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}"]))
+    assert one.compute_cpu_demand == 4  # one process: PyTorch's default as the profile saw it
+    spawned = resolve_job(load_scenario(DATA_BOUND, [*sets, "training.threads=2"]))
+    assert spawned.compute_s == pytest.approx(load_profile(p).compute[2].time(64)) and spawned.compute_cpu_demand == 2
+
+
 def test_handover_and_exposed_gloo_only_on_a_cpu_device(tmp_path: Path) -> None:
     p = _profile(tmp_path, cores=2)
     two = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "cluster.instance=local-cpu-x2",

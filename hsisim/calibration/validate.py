@@ -4,8 +4,9 @@ The scenario's model, micro-batch, loader (workers, prefetch, pinned memory), pr
 optimizer are trained for real on a synthetic cube of the scenario's dataset (real label map where
 available). The prediction comes from the same scenario moved onto this device (``local-cpu``, or
 the GPU's catalog entry), driven by a calibration profile (given, or measured on the spot), and
-simulated by the micro simulation. On the CPU the training process gets the cores the loader
-workers leave free, in the real run and in the model alike.
+simulated by the micro simulation. On the CPU the real run trains with the intra-op threads the
+user's own run would start with (``training.threads``, else PyTorch's default: one per physical core
+in one process, and ``torchrun``'s one each with two), and the model is given that count.
 
 Step time and data wait are compared as 10 % trimmed means of the steps, measured and simulated
 alike. With two CPU processes, a hook on DDP's all-reduce splits every measured step into its
@@ -351,12 +352,22 @@ def _summary(steps: np.ndarray, waits: np.ndarray) -> dict[str, float]:
             "data_wait_fraction_of_sums": float(waits.sum() / steps.sum())}
 
 
-def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, profile: Path, steps: int
-            ) -> tuple[dict[str, float], list[str]]:
-    """The simulator's step time, data-wait fraction (and exposed all-reduce) for this device."""
+def _default_threads(world: int) -> int:
+    """A training process's intra-op threads as it starts: PyTorch's default in one; with several,
+    ``torchrun``'s ``OMP_NUM_THREADS=1`` unless it is set (as ``resolve.hardware.default_threads``)."""
+    if world > 1 and "OMP_NUM_THREADS" not in os.environ:
+        return 1
+    return torch.get_num_threads()
+
+
+def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, profile: Path, steps: int,
+            threads: int | None = None) -> tuple[dict[str, float], list[str]]:
+    """The simulator's step time, data-wait fraction (and exposed all-reduce) for this device; on a
+    CPU, for training processes of ``threads`` intra-op threads (the count the real run had)."""
     base = load_scenario(scenario, sets)
     micro = base.training.micro_batch
-    local = [*sets, f"cluster.instance={local_instance(dev, world)}", "cluster.nodes=1", "cluster.market=on_demand",
+    local = [*sets, *([f"training.threads={threads}"] if threads is not None else []),
+             f"cluster.instance={local_instance(dev, world)}", "cluster.nodes=1", "cluster.market=on_demand",
              "cluster.on_demand_nodes=0", f"training.steps={steps}", "training.epochs=null",
              f"training.global_batch={micro * world}", f"calibration={profile}", "checkpoint.policy=none",
              "checkpoint.every_steps=null", "checkpoint.on_notice=false", "overhead.queue=null", "overhead.boot=0",
@@ -399,8 +410,8 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
     sc = load_scenario(scenario, sets)
     check_code_allowed(sc, allow_code)
     say = log or (lambda m: None)
-    # the threads the user's code trains with: the scenario's, else PyTorch's default in this process
-    threads = (sc.training.threads or torch.get_num_threads()) if dev.type == "cpu" else 1
+    # the threads the user's code trains with: the scenario's, else what its processes start with
+    threads = (sc.training.threads or _default_threads(world_size)) if dev.type == "cpu" else 1
     wu = warmup if warmup is not None else max(5, sc.loader.num_workers * sc.loader.prefetch_factor + 2)
     with tempfile.TemporaryDirectory(prefix="hsisim-validate-") as d, trainable(sc) as t:
         say(f"training {wu} + {steps} steps for real" + ("" if profile is not None else
@@ -419,7 +430,8 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
                 document(_profile(sc, dev, threads, fits, t, coll, paces)).write(Path(d) / "profile.json")
         finally:
             torch.set_num_threads(old)
-        predicted, notes = predict(scenario, sets, dev, world_size, prof_path, steps)
+        predicted, notes = predict(scenario, sets, dev, world_size, prof_path, steps,
+                                   threads if dev.type == "cpu" else None)
     return _report(sc, dev, world_size, threads, steps, wu, measured, predicted, notes)
 
 
