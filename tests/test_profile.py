@@ -59,8 +59,8 @@ def test_a_scenarios_thread_count_replaces_the_default(tmp_path: Path) -> None:
 def test_several_processes_on_a_node_train_with_one_thread_each_as_torchrun_starts_them(tmp_path: Path) -> None:
     # torchrun sets OMP_NUM_THREADS=1 when it starts more than one process on a node; the profile's
     # torch_threads (one process's default) does not apply, a scenario's count does
-    p = tmp_path / "p.json"
-    doc = json.loads(_profile(tmp_path).read_text())
+    p = _profile(tmp_path)
+    doc = json.loads(p.read_text())
     doc["device"]["torch_threads"] = 4
     p.write_text(json.dumps(doc))
     sets = [f"calibration={p}", "cluster.instance=local-cpu-x2", "training.global_batch=128"]
