@@ -9,10 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ROOT
+from typer.testing import CliRunner
 
+from hsisim.cli import app
 from hsisim.errors import HsisimInputError
 from hsisim.profile import load_profile
 from hsisim.resolve import resolve_job
+from hsisim.resolve.workload import workload
 from hsisim.scenario import load_scenario
 from hsisim.sim.micro import MicroSim
 from hsisim.sim.spec import Job
@@ -70,6 +73,42 @@ def test_several_processes_on_a_node_train_with_one_thread_each_as_torchrun_star
     assert one.compute_cpu_demand == 4  # one process: PyTorch's default as the profile saw it
     spawned = resolve_job(load_scenario(DATA_BOUND, [*sets, "training.threads=2"]))
     assert spawned.compute_s == pytest.approx(load_profile(p).compute[2].time(64)) and spawned.compute_cpu_demand == 2
+
+
+def test_a_fit_scaled_to_a_lighter_model_warns_when_its_fixed_part_is_most_of_the_step(tmp_path: Path) -> None:
+    # the 4-thread fit (1 ms + 0.15 ms a sample) measured on a model `heavier` times the scenario's
+    # FLOPs: at micro-batch 64 the step is 1 + 9.6/heavier ms, the fixed part kept as measured
+    sc = load_scenario(DATA_BOUND)
+    flops = workload(sc, None, allow_code=False).stats.fwd_flops
+    p = _profile(tmp_path)
+    doc = json.loads(p.read_text())
+
+    def resolved(heavier: float, a_s: float = 0.001) -> Job:
+        doc["model"]["fwd_flops"] = flops * heavier
+        doc["compute"]["by_threads"]["4"]["a_s"] = a_s
+        p.write_text(json.dumps(doc))
+        return resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}"]))
+
+    job = resolved(20)  # 1.48 ms: the fixed part is 68 % of it
+    assert job.compute_s == pytest.approx(0.001 + 0.00015 * 64 / 20)
+    assert len(job.warnings) == 1
+    assert "68% of the 1.48 ms compute step at micro-batch 64" in job.warnings[0] and "20x heavier" in job.warnings[0]
+    assert not resolved(8).warnings  # 2.2 ms: 45 %
+    assert not resolved(1).warnings  # the profile's own model: nothing scaled
+    assert not resolved(1.6, a_s=0.05).warnings  # 90 % fixed, but scaled by only 0.6: mostly measured as is
+    assert not resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "timings.compute_per_step=0.01",
+                                                      "timings.data_wait_per_step=0"])).warnings
+
+
+def test_the_run_prints_the_warning_of_a_step_that_rests_on_another_models_overheads() -> None:
+    # the shipped 2-core profile (HybridSN 30x25x25, a 39 ms fixed part with 2 threads) on a 15x9x9 model
+    profile = ROOT / "calibration" / "cpu-amd-epyc-2core.json"
+    scen = ROOT / "scenarios" / "validate" / "cpu_compute_bound.yaml"
+    res = CliRunner().invoke(app, ["run", str(scen), "--set", f"calibration={profile}", "--replicas", "5", "--json",
+                                   "--no-compare", "--no-levers", "--executor", "inline"])
+    assert res.exit_code == 0, res.output
+    warnings = json.loads(res.stdout)["warnings"]
+    assert any("is the profile's fixed part" in w and "hybridsn 30×25×25" in w for w in warnings), warnings
 
 
 def test_handover_and_exposed_gloo_only_on_a_cpu_device(tmp_path: Path) -> None:

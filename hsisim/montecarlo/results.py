@@ -71,7 +71,7 @@ class Results:
             out["stopping"] = self.stopping
         out["notes"] = [*self.notes, *self._trace_notes()]
         out["assumptions"] = assumptions(self.scenario, self.spec)
-        out["warnings"] = scenario_warnings(self.scenario)
+        out["warnings"] = [*scenario_warnings(self.scenario), *self.spec.warnings]
         return out
 
     def _trace_notes(self) -> list[str]:

@@ -89,7 +89,7 @@ def _job(sc: Scenario, allow_code: bool) -> Job:
                                                               sc.loader.num_workers) else 0.0,
         paces=dp.paces,
         compute_cpu_demand=demand, compute_slowdown=_slowdown(prof, hw),
-        on_demand_usd_per_node_hour=pr.on_demand_usd_per_node_hour, notes=notes)
+        on_demand_usd_per_node_hour=pr.on_demand_usd_per_node_hour, notes=notes, warnings=cp.warnings)
     return _timed(job, sc) if sc.timings is not None else job
 
 
@@ -118,6 +118,6 @@ def _timed(job: Job, sc: Scenario) -> Job:
     return replace(job, accumulation=1, compute_s=t.compute_per_step, stall_share=0.0, compute_cv=t.cv,
                    comm_exposed_s=t.comm_per_step, comm_total_s=t.comm_per_step,
                    timed=True, num_workers=0, batch_build_s=t.data_wait_per_step, batch_build_cv=t.cv,
-                   h2d_s=0.0, handover_s=0.0, worker_start_s=0.0, oom_retry_s=0.0,
+                   h2d_s=0.0, handover_s=0.0, worker_start_s=0.0, oom_retry_s=0.0, warnings=(),
                    notes=(*job.notes, "step components from the scenario's `timings` section"))
 

@@ -83,6 +83,7 @@ class Job:
     price_usd_per_node_hour: float = 0.0
     on_demand_usd_per_node_hour: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    warnings: tuple[str, ...] = field(default_factory=tuple)  # what makes the step itself doubtful
 
     @property
     def world(self) -> int:
@@ -205,6 +206,10 @@ class RunSpec:
     @property
     def notes(self) -> tuple[str, ...]:
         return self.job.notes
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.job.warnings
 
     def with_interval(self, seconds: float | None) -> RunSpec:
         """The same run with the checkpoint interval (training progress) set by optimisation."""
