@@ -96,6 +96,8 @@ def test_a_fit_scaled_to_a_lighter_model_warns_when_its_fixed_part_is_most_of_th
     assert not resolved(8).warnings  # 2.2 ms: 45 %
     assert not resolved(1).warnings  # the profile's own model: nothing scaled
     assert not resolved(1.6, a_s=0.05).warnings  # 90 % fixed, but scaled by only 0.6: mostly measured as is
+    assert "91% of the 54.8 ms" in resolved(2, a_s=0.05).warnings[0]  # twice lighter: warned
+    assert resolved(20).warnings  # and the step given by `timings` instead rests on no profile
     assert not resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "timings.compute_per_step=0.01",
                                                       "timings.data_wait_per_step=0"])).warnings
 

@@ -77,10 +77,11 @@ def compute_time(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Prof
     """
     tr = sc.training
     notes: list[str] = []
-    warnings: list[str] = []
-    asked = _cost(sc, hw, wl, prof, sc.model.activation_checkpointing, notes, warnings)
+    scaled: list[tuple[float, str]] = []
+    asked = _cost(sc, hw, wl, prof, sc.model.activation_checkpointing, notes, scaled)
     cost = asked if st.activation_checkpointing == sc.model.activation_checkpointing else \
         _cost(sc, hw, wl, prof, st.activation_checkpointing, [], [])
+    warnings = [w for scale, on in scaled for w in _fixed_part_warning(cost, scale, st.micro_batch, on)]
     if sc.timings is None and (prof is None or prof.source == "spec" or prof.catalog_gpu not in (None, hw.gpu.name)):
         notes.append(f"compute rests on catalog figures for {hw.gpu.describe(sc.model.precision)}: no measured "
                      "calibration of this GPU")
@@ -96,18 +97,18 @@ def _fixed_part_warning(cost: compute.LinearCost, scale: float, micro: int, meas
     """A fit scaled down to a lighter model keeps its fixed part as measured: where that part is most of
     the step it predicts, the step rests on the other model's overheads more than on this one's work.
     (The 2-core CPU profile's fit, HybridSN 30×25×25, has a 39 ms fixed part: scaled to a 15×9×9 model
-    it predicted 43.6 ms where the step measured about 17 ms.)"""
+    it predicted 43.5 ms where the step measured about 17 ms.)"""
     step = cost.time(micro)
-    if scale >= 0.5 or step <= 0 or cost.a_s <= FIXED_PART_SHARE * step:
+    if scale > 0.5 or step <= 0 or cost.a_s <= FIXED_PART_SHARE * step:
         return []
     return [f"{cost.a_s / step:.0%} of the {step * 1e3:.3g} ms compute step at micro-batch {micro} is the profile's "
             f"fixed part ({cost.a_s * 1e3:.3g} ms), measured on {measured_on}, a model {1 / scale:.3g}x heavier, and "
-            "kept as it was: the step may be far off. Calibrate this model and shape (hsisim calibrate --model or "
-            "--model-factory) and name that profile"]
+            "kept as it was: the step may be far off. Calibrate this model at this shape (hsisim calibrate --model "
+            "with --patch and --pca, or --model-factory) and name that profile"]
 
 
 def _cost(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None, act_ckpt: bool,
-          notes: list[str], warnings: list[str]) -> compute.LinearCost:
+          notes: list[str], scaled: list[tuple[float, str]]) -> compute.LinearCost:
     """One micro-batch of b samples: the roofline, or the profile's fit (plus activation checkpointing's
     recompute, which a profile measured without it does not hold)."""
     precision, stats = sc.model.precision, wl.stats
@@ -121,7 +122,7 @@ def _cost(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None, act_ck
         activation_checkpointing=act_ckpt)
     if prof is None:
         return cost
-    measured = _calibrated(sc, prof, cost, hw.gpu, hw.threads, stats.fwd_flops, notes, warnings)
+    measured = _calibrated(sc, prof, cost, hw.gpu, hw.threads, stats.fwd_flops, notes, scaled)
     if act_ckpt:
         measured = compute.LinearCost(measured.a_s, measured.c_s_per_sample * (1 + compute.RECOMPUTE_OVERHEAD),
                                       measured.cv)
@@ -173,8 +174,10 @@ def _fit_memory(sc: Scenario, stats: catalog.ModelStats, gpu: catalog.GPU, world
 
 
 def _calibrated(sc: Scenario, prof: Profile | None, cost: compute.LinearCost, gpu: catalog.GPU,
-                threads: int | None, fwd_flops: float, notes: list[str], warnings: list[str]) -> compute.LinearCost:
-    """Replace the roofline by a calibration profile's measured t(b) = a + c·b, if one is given."""
+                threads: int | None, fwd_flops: float, notes: list[str], scaled: list[tuple[float, str]]
+                ) -> compute.LinearCost:
+    """Replace the roofline by a calibration profile's measured t(b) = a + c·b, if one is given (``scaled``
+    gets the FLOP ratio and the profile's model where the fit was scaled to another model)."""
     if prof is None:
         return cost
     measured, used = prof.compute_fit(threads)
@@ -195,8 +198,7 @@ def _calibrated(sc: Scenario, prof: Profile | None, cost: compute.LinearCost, gp
         notes.append(f"the profile measured {prof.model.get('name')} {shape}; per-sample compute scaled by the "
                      f"forward-FLOP ratio {scale:.3g}")
         measured = compute.LinearCost(measured.a_s, measured.c_s_per_sample * scale, measured.cv)
-        warnings.extend(_fixed_part_warning(measured, scale, sc.training.micro_batch,
-                                            f"{prof.model.get('name')} {shape}"))
+        scaled.append((scale, f"{prof.model.get('name')} {shape}"))
     if prof.device_kind == "cpu" and gpu.name != "cpu":
         notes.append("a CPU profile applied to a GPU: the roofline ratio between them is only a rough guide")
     return measured
