@@ -388,6 +388,51 @@ def test_calibrate_cli_writes_a_profile_that_drives_a_scenario(tmp_path: Path) -
     assert any("extrapolated" in n for n in gpu.notes) and any("CPU profile" in n for n in gpu.notes)
 
 
+@pytest.mark.parametrize(("quick", "spare_s", "rounds"), [(True, 10.0, 3), (True, -1.0, 2), (False, -1.0, 3)])
+def test_calibrate_spreads_the_interference_rounds_through_the_calibration(
+        quick: bool, spare_s: float, rounds: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # one round before the compute probe, one after the data probes, and one between them (with
+    # --quick only where a round took under SPARE_ROUND_S): a shared machine's moments a minute
+    # apart, not one moment; every data mode's probe in each round
+    from hsisim.calibration import run as cal_run
+
+    events: list[str] = []
+
+    class Probe:
+        def __init__(self, net: object, ds: PatchDataset, batch: int, k: int, steps: int) -> None:
+            self.mode = ds.mode
+            events.append(f"new {self.mode} {batch} {steps}")
+
+        def round(self) -> None:
+            events.append(f"round {self.mode}")
+
+        def result(self) -> dict[str, object]:
+            return {"rounds": events.count(f"round {self.mode}")}
+
+    monkeypatch.setattr(cal_run, "SPARE_ROUND_S", spare_s)
+    monkeypatch.setattr(cal_run, "InterferenceProbe", Probe)
+    monkeypatch.setattr(cal_run, "_compute", lambda *a: events.append("compute"))
+    monkeypatch.setattr(cal_run, "_data", lambda ds, label, *a: events.append(f"data {ds.mode}") or {})
+    monkeypatch.setattr(cal_run.probes, "checkpoint_probe", lambda *a: events.append("checkpoint") or {})
+    monkeypatch.setattr(cal_run, "document", lambda profile: profile)  # the fakes' profile is not a valid one
+    prof = cal_run.calibrate(device="cpu", model="hamida", dataset="indian_pines", patch=5, batch=4, quick=quick)
+    steps = 10 if quick else 16
+    both = ["round getitem", "round offline"]
+    assert events == [f"new getitem 4 {steps}", f"new offline 4 {steps}", *both, "compute",
+                      *(both if rounds == 3 else []), "data getitem", "data offline", *both, "checkpoint"]
+    assert {m: d["interference"] for m, d in prof["data"]["modes"].items()} == {"getitem": {"rounds": rounds},
+                                                                                "offline": {"rounds": rounds}}
+
+
+def test_no_interference_rounds_on_a_gpu() -> None:
+    from hsisim.calibration import run as cal_run
+
+    meet = cal_run._Meetings(probes.builtin_net("hamida", 20, 3, 5), {"factory": _Cubes()}, torch.device("cuda"), 8,
+                             True, lambda s: None)
+    meet.round()
+    assert meet.probes == {} and meet.result("factory") == {} and meet.done == 0
+
+
 def test_spec_profile_is_the_committed_reference(tmp_path: Path) -> None:
     out = tmp_path / "spec.json"
     res = runner.invoke(app, ["calibrate", "--spec", "rtx3090", "--model", "hybridsn", "--dataset", "indian_pines",

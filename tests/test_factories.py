@@ -77,6 +77,9 @@ def test_calibrate_measures_the_users_code_and_records_its_source(project: Path)
     mode = prof["data"]["modes"]["factory"]
     assert mode["per_sample_s"] > 0 and mode["batch_build"]["c_s_per_sample"] > 0
     assert {r["num_workers"] for r in mode["loader"]} == {0, 1}
+    assert mode["dataset_factory"] == "labnet_factories.py:make_dataset" and mode["sample_shape"] == [12, 7, 7]
+    assert mode["handover"]["a_s"] >= 0 and mode["interference"]["batch"] == 16
+    assert "pooled over 3 rounds" in mode["interference"]["method"]  # a round of this small model is short
 
 
 def test_a_scenario_can_point_at_factories(project: Path) -> None:

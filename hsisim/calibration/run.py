@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from hsisim import catalog
 from hsisim._version import __version__
 from hsisim.calibration import collectives, probes
 from hsisim.calibration.data import PatchDataset, fit_preprocess, make_scene, offline_cube, open_cube, write_cube
-from hsisim.calibration.interference import interference_probe, max_workers
+from hsisim.calibration.interference import InterferenceProbe, max_workers
 from hsisim.calibration.models import MODELS, forward_flops, param_count
 from hsisim.errors import HsisimInputError
 from hsisim.profile import FORMAT, ProfileData, document, nearest_count
@@ -32,6 +32,7 @@ from hsisim.profile import FORMAT, ProfileData, document, nearest_count
 DEFAULT_PATCH = {"hamida": 5, "hybridsn": 25, "ssrn": 7, "ssftt": 13, "spectralformer": 7}
 DEFAULT_PCA = {"hybridsn": 30, "ssftt": 30}
 PROBE_EXTENT = 256  # the probes cut patches from at most a 256×256 crop of large scenes
+SPARE_ROUND_S = 10.0  # --quick runs a third interference round where the first (all data modes) took less (s)
 
 
 def parse_device(text: str) -> torch.device:
@@ -190,13 +191,7 @@ def calibrate(*, device: str, model: str, dataset: str, quick: bool = False, pat
     else:
         w, user_ds = workload(model, dataset, patch, pca), None
         net, fwd = _builtin_model(profile, w)
-    _compute(profile, net, dev, _batches(fwd, dev, batch, quick), quick, cores, say)
-    workers = [0, 1] if quick else sorted({0, 1, 2, min(4, cores)})
-    if user_ds is not None:
-        _user_data(profile, user_ds, str(dataset_factory), net, dev, batch, workers, quick, say)
-    else:
-        assert w is not None
-        _builtin_data(profile, w, fmt, dev, batch, workers, quick, say, net)
+    _compute_and_data(profile, net, fwd, w, user_ds, str(dataset_factory), dev, batch, quick, fmt, say)
     say("checkpoint probe")
     m, opt, scaler, dtype = probes.make_training(net, dev)
     probes.training_step(m, opt, *net.batch(2, dev), scaler, dtype)  # Adam state exists
@@ -205,6 +200,40 @@ def calibrate(*, device: str, model: str, dataset: str, quick: bool = False, pat
         _collectives(profile, dev, world_size, batch, cores, say)
     profile["probe_seconds"] = time.perf_counter() - t_start
     return document(profile)
+
+
+def _compute_and_data(profile: dict[str, Any], net: probes.Net, fwd: float, w: Workload | None, user_ds: Any,
+                      factory: str, dev: torch.device, batch: int, quick: bool, fmt: str,
+                      say: Callable[[str], None]) -> None:
+    """The compute probe and the data probes (the user's Dataset, or a built-in cube in both modes), with
+    the interference rounds spread around them (``_Meetings``)."""
+    cores = profile["device"]["cores"]
+    workers = [0, 1] if quick else sorted({0, 1, 2, min(4, cores)})
+    with ExitStack() as stack:
+        if user_ds is not None:
+            sets: dict[str, Any] = {"factory": user_ds}
+        else:
+            assert w is not None
+            s = stack.enter_context(scene(w, fmt))
+            sets = {mode: dataset_for(s, w, mode) for mode in ("getitem", "offline")}
+        meet = _Meetings(net, sets, dev, batch, quick, say)
+        meet.round()
+        _compute(profile, net, dev, _batches(fwd, dev, batch, quick), quick, cores, say)
+        meet.round(spare=True)
+        label = {"factory": factory} if user_ds is not None else {m: f"preprocess {m}" for m in sets}
+        samples = (100 if quick else 300) if user_ds is not None else (200 if quick else 600)
+        data = {mode: _data(ds, label[mode], dev, batch, workers, samples, quick, say) for mode, ds in sets.items()}
+        meet.round()
+        for mode, d in data.items():
+            d.update(meet.result(mode))
+        if user_ds is not None:
+            _user_data(profile, data["factory"], factory, net, batch)
+        else:
+            assert w is not None
+            profile["data"] = {"dataset": w.dataset, "cube_shape": s["shape"], "cube_format": s["format"],
+                               "layout": s["layout"], "batch": batch,
+                               "modes": {mode: {"patch": w.patch, "out_bands": w.bands, **d}
+                                         for mode, d in data.items()}}
 
 
 def _check(dev: torch.device, model_factory: str | None, dataset_factory: str | None, batch: int, world_size: int,
@@ -263,43 +292,51 @@ def _compute(profile: dict[str, Any], net: probes.Net, dev: torch.device, batche
         profile["memory"] = probes.memory_probe(net, dev, batches)
 
 
-def _user_data(profile: dict[str, Any], ds: Any, factory: str, net: probes.Net, dev: torch.device, batch: int,
-               workers: list[int], quick: bool, say: Callable[[str], None]) -> None:
-    """The user's own __getitem__ and collate."""
-    say(f"data probe: {factory}, workers {workers}")
-    d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda", samples=100 if quick else 300)
+def _data(ds: Any, label: str, dev: torch.device, batch: int, workers: list[int], samples: int, quick: bool,
+          say: Callable[[str], None]) -> dict[str, Any]:
+    """The batch builds of one dataset (the user's own ``__getitem__`` and collate, or a built-in mode)."""
+    say(f"data probe: {label}, workers {workers}")
+    d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda", samples=samples)
     d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}), d["batch_build"],
                                           fetches=10 if quick else 20)
-    _interference(d, net, ds, dev, batch, quick, say)
+    return d
+
+
+def _user_data(profile: dict[str, Any], d: dict[str, Any], factory: str, net: probes.Net, batch: int) -> None:
+    """The user's own __getitem__ and collate."""
     profile["data"] = {"dataset": factory, "batch": batch,
                        "modes": {"factory": {"dataset_factory": factory, "sample_shape": list(net.sample_shape), **d}}}
 
 
-def _interference(d: dict[str, Any], net: probes.Net, ds: Any, dev: torch.device, batch: int, quick: bool,
-                  say: Callable[[str], None]) -> None:
-    """On the CPU: how these batch builds and the training step slow each other (1 … 4 workers)."""
-    if dev.type != "cpu":
-        return
-    k = max_workers()
-    say(f"interference probe: batch builds beside the training step, 0..{k} workers")
-    d["interference"] = interference_probe(net, ds, batch, k, rounds=2 if quick else 3, steps=10 if quick else 16)
+class _Meetings:
+    """On the CPU, how each dataset's batch builds and the training step slow each other (1 … 4 workers):
+    the interference probe's rounds spread through the calibration (before the compute probe, after it,
+    after the data probes) rather than back to back, so that they sample a shared machine at moments
+    as far apart as the probes between them last, as a training run spans many moments (back to back,
+    two rounds read one moment: a user's own 150-step loop moved 23.4 to 29.6 ms between two runs a
+    minute apart, batch 100 of 5x5 patches, this 2-core VM, December 2026). ``--quick`` skips the
+    middle round where the first round (every data mode's) took longer than ``SPARE_ROUND_S``."""
 
+    def __init__(self, net: probes.Net, sets: dict[str, Any], dev: torch.device, batch: int, quick: bool,
+                 say: Callable[[str], None]) -> None:
+        k = max_workers()
+        self.probes = {} if dev.type != "cpu" else {
+            mode: InterferenceProbe(net, ds, batch, k, steps=10 if quick else 16) for mode, ds in sets.items()}
+        self.quick, self.say, self.k, self.took, self.done = quick, say, k, 0.0, 0
 
-def _builtin_data(profile: dict[str, Any], w: Workload, fmt: str, dev: torch.device, batch: int, workers: list[int],
-                  quick: bool, say: Callable[[str], None], net: probes.Net) -> None:
-    """A real on-disk cube, both preprocessing modes."""
-    with scene(w, fmt) as s:
-        modes = {}
-        for mode in ("getitem", "offline"):
-            say(f"data probe: preprocess {mode}, workers {workers}")
-            ds = dataset_for(s, w, mode)
-            d = probes.data_probe(ds, batch, workers, pin_memory=dev.type == "cuda", samples=200 if quick else 600)
-            d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}), d["batch_build"],
-                                                  fetches=10 if quick else 20)
-            _interference(d, net, ds, dev, batch, quick, say)
-            modes[mode] = {"patch": w.patch, "out_bands": w.bands, **d}
-        profile["data"] = {"dataset": w.dataset, "cube_shape": s["shape"], "cube_format": s["format"],
-                           "layout": s["layout"], "batch": batch, "modes": modes}
+    def round(self, spare: bool = False) -> None:
+        if not self.probes or (spare and self.quick and self.took > SPARE_ROUND_S):
+            return
+        self.done += 1
+        self.say(f"interference probe, round {self.done}: batch builds beside the training step, 0..{self.k} "
+                 "workers")
+        t0 = time.perf_counter()
+        for probe in self.probes.values():
+            probe.round()
+        self.took = max(self.took, time.perf_counter() - t0)
+
+    def result(self, mode: str) -> dict[str, Any]:
+        return {"interference": self.probes[mode].result()} if mode in self.probes else {}
 
 
 def _collectives(profile: dict[str, Any], dev: torch.device, world: int, batch: int, cores: int,
