@@ -1,14 +1,18 @@
 """hsisim's prediction against a user's own training loop that imports nothing from hsisim (run on purpose).
 
-    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...]
+    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...] [--user-runs K]
 
 For each configuration of ``benchmarks/user_loop/hamida_user.py`` (the script a user wrote, run as
 a plain ``python`` process with PyTorch's defaults), each round does, one after the other, so that
-a noisy machine weighs on both: the script's own training loop, ``hsisim calibrate`` on the
-script's factories and ``hsisim run`` on a scenario naming them (``instance: local-cpu``), and the
-script's loop again. The prediction is compared with the mean of the two loops around it (a
-machine that drifts during the round weighs on both sides alike); the two loops' difference is
-printed too, as the real run's own spread in that round. It prints every round.
+a noisy machine weighs on both: the script's own training loop K times (default 2), ``hsisim
+calibrate`` on the script's factories and ``hsisim run`` on a scenario naming them (``instance:
+local-cpu``), and the script's loop K times again. The prediction is compared with the mean of the
+2K loops around it (a machine that drifts during the round weighs on both sides alike). Each loop
+is a fresh process, and on a shared machine one process's step differs from the next one's: on
+the 2-core VM, 12 back-to-back runs of offline5 gave 23.7-31.7 ms (sd 9 % of the mean) while each
+run's own 30-step blocks stayed within a few per cent. So a single loop is a poor truth, and the
+table gives every loop, their spread, and the 95 % confidence interval of their mean. It prints
+every round, then every configuration pooled over its rounds.
 """
 
 from __future__ import annotations
@@ -79,36 +83,59 @@ def measure(config: str, work: Path) -> dict[str, float]:
     return {"step_s": statistics.fmean(step), "wait_share": sum(wait) / sum(step), "threads": d["torch_threads"]}
 
 
+def _user_runs(argv: list[str]) -> tuple[int, list[str]]:
+    if "--user-runs" not in argv:
+        return 2, argv
+    i = argv.index("--user-runs")
+    if i + 1 >= len(argv) or not argv[i + 1].isdigit() or int(argv[i + 1]) < 1:
+        sys.exit("--user-runs takes a whole number of loops before and after each calibration, at least 1")
+    return int(argv[i + 1]), argv[:i] + argv[i + 2:]
+
+
+def ci95(xs: list[float]) -> float:
+    """Half-width of the 95 % confidence interval of the mean of ``xs`` (Student's t)."""
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, len(xs) - 1) * statistics.stdev(xs) / len(xs) ** 0.5) if len(xs) > 1 else 0.0
+
+
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    k, argv = _user_runs(sys.argv[1:])
+    rounds = int(argv[0]) if argv else 2
     configs = _configs()
-    names = sys.argv[2:] or list(configs)
-    print("| config | round | step measured (before, after) | step predicted | error | data wait measured (before, "
-          "after) | predicted | error (points) | calibration's own loop: step, data wait |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    names = argv[1:] or list(configs)
+    print("| config | round | user's loops, step (ms) | mean ± 95 % CI | step predicted | error | data wait measured | "
+          "predicted | error (points) | calibration's own loop: step, data wait |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     pooled: dict[str, list[dict[str, float]]] = {}
+    loops: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
         (work / "hamida_user.py").write_text(SCRIPT.read_text())
         for name in names:
             for r in range(rounds):
-                before = measure(name, work)
+                runs = [measure(name, work) for _ in range(k)]
                 p = predict(name, configs[name], work)
-                after = measure(name, work)
-                m = {k: (before[k] + after[k]) / 2 for k in ("step_s", "wait_share")}
-                spread = 100 * (after["step_s"] / before["step_s"] - 1)
+                runs += [measure(name, work) for _ in range(k)]
+                steps = [u["step_s"] for u in runs]
+                m = {key: statistics.fmean(u[key] for u in runs) for key in ("step_s", "wait_share")}
                 err = 100 * (p["step_s"] / m["step_s"] - 1)
                 pts = 100 * (p["wait_share"] - m["wait_share"])
-                print(f"| {name} | {r + 1} | {m['step_s'] * 1e3:.1f} ms ({before['step_s'] * 1e3:.1f}, "
-                      f"{after['step_s'] * 1e3:.1f}: {spread:+.1f} %) | {p['step_s'] * 1e3:.1f} ms | {err:+.1f} % | "
-                      f"{m['wait_share']:.1%} ({before['wait_share']:.1%}, {after['wait_share']:.1%}) | "
-                      f"{p['wait_share']:.1%} | {pts:+.1f} | "
+                print(f"| {name} | {r + 1} | {', '.join(f'{x * 1e3:.1f}' for x in steps)} | "
+                      f"{m['step_s'] * 1e3:.1f} ± {ci95(steps) * 1e3:.1f} ms | {p['step_s'] * 1e3:.1f} ms | "
+                      f"{err:+.1f} % | {m['wait_share']:.1%} | {p['wait_share']:.1%} | {pts:+.1f} | "
                       f"{p['probe_step_s'] * 1e3:.1f} ms, {p['probe_wait_share']:.1%} |", flush=True)
-                pooled.setdefault(name, []).append({**{f"m_{k}": v for k, v in m.items()}, **p})
-    print("\npooled over the rounds (mean of the predictions against the mean of the measurements):")
+                pooled.setdefault(name, []).append({**{f"m_{key}": v for key, v in m.items()}, **p})
+                loops.setdefault(name, []).extend(steps)
+    print("\npooled over the rounds (mean of the predictions against the mean of every loop, its 95 % CI):")
     for name, rows in pooled.items():
-        mean = {k: statistics.fmean(r[k] for r in rows) for k in ("m_step_s", "step_s", "m_wait_share", "wait_share")}
-        print(f"  {name}: step {100 * (mean['step_s'] / mean['m_step_s'] - 1):+.1f} %, data wait "
+        mean = {key: statistics.fmean(r[key] for r in rows)
+                for key in ("m_step_s", "step_s", "m_wait_share", "wait_share")}
+        every = loops[name]
+        print(f"  {name}: step {100 * (mean['step_s'] / mean['m_step_s'] - 1):+.1f} % (loops "
+              f"{statistics.fmean(every) * 1e3:.1f} ± {ci95(every) * 1e3:.1f} ms, sd "
+              f"{statistics.stdev(every) / statistics.fmean(every):.0%} of a loop, n {len(every)}; predictions "
+              f"{min(r['step_s'] for r in rows) * 1e3:.1f}-{max(r['step_s'] for r in rows) * 1e3:.1f} ms), data wait "
               f"{100 * (mean['wait_share'] - mean['m_wait_share']):+.1f} points")
 
 
