@@ -212,22 +212,23 @@ def _compute_and_data(profile: dict[str, Any], net: probes.Net, fwd: float, w: W
     with ExitStack() as stack:
         if user_ds is not None:
             sets: dict[str, Any] = {"factory": user_ds}
+            label, samples = {"factory": factory}, 100 if quick else 300
         else:
             assert w is not None
             s = stack.enter_context(scene(w, fmt))
             sets = {mode: dataset_for(s, w, mode) for mode in ("getitem", "offline")}
+            label, samples = {m: f"preprocess {m}" for m in sets}, 200 if quick else 600
         meet = _Meetings(net, sets, dev, batch, quick, say)
         meet.round()
         _compute(profile, net, dev, _batches(fwd, dev, batch, quick), quick, cores, say)
         meet.round(spare=True)
-        label = {"factory": factory} if user_ds is not None else {m: f"preprocess {m}" for m in sets}
-        samples = (100 if quick else 300) if user_ds is not None else (200 if quick else 600)
         data = {mode: _data(ds, label[mode], dev, batch, workers, samples, quick, say) for mode, ds in sets.items()}
         meet.round()
         for mode, d in data.items():
             d.update(meet.result(mode))
-        if user_ds is not None:
-            _user_data(profile, data["factory"], factory, net, batch)
+        if user_ds is not None:  # the user's own __getitem__ and collate
+            profile["data"] = {"dataset": factory, "batch": batch, "modes": {"factory": {
+                "dataset_factory": factory, "sample_shape": list(net.sample_shape), **data["factory"]}}}
         else:
             assert w is not None
             profile["data"] = {"dataset": w.dataset, "cube_shape": s["shape"], "cube_format": s["format"],
@@ -300,12 +301,6 @@ def _data(ds: Any, label: str, dev: torch.device, batch: int, workers: list[int]
     d["handover"] = probes.handover_probe(ds, sorted({max(1, batch // 4), batch}), d["batch_build"],
                                           fetches=10 if quick else 20)
     return d
-
-
-def _user_data(profile: dict[str, Any], d: dict[str, Any], factory: str, net: probes.Net, batch: int) -> None:
-    """The user's own __getitem__ and collate."""
-    profile["data"] = {"dataset": factory, "batch": batch,
-                       "modes": {"factory": {"dataset_factory": factory, "sample_shape": list(net.sample_shape), **d}}}
 
 
 class _Meetings:

@@ -20,7 +20,9 @@ from hsisim.scenario import Scenario
 
 # A catalog-free module gets the median of the catalog models' prior efficiencies until calibrated.
 GENERIC_EFFICIENCY = 0.10
-# a fit scaled to a lighter model warns when its unscaled fixed part is more than this share of the step
+# a fit scaled to a model at least 1 / LIGHTER_SCALE times lighter warns when its unscaled fixed part is
+# more than FIXED_PART_SHARE of the step
+LIGHTER_SCALE = 0.5
 FIXED_PART_SHARE = 0.5
 
 
@@ -99,7 +101,7 @@ def _fixed_part_warning(cost: compute.LinearCost, scale: float, micro: int, meas
     (The 2-core CPU profile's fit, HybridSN 30×25×25, has a 39 ms fixed part: scaled to a 15×9×9 model
     it predicted 43.5 ms where the step measured about 17 ms.)"""
     step = cost.time(micro)
-    if scale > 0.5 or step <= 0 or cost.a_s <= FIXED_PART_SHARE * step:
+    if scale > LIGHTER_SCALE or step <= 0 or cost.a_s <= FIXED_PART_SHARE * step:
         return []
     return [f"{cost.a_s / step:.0%} of the {step * 1e3:.3g} ms compute step at micro-batch {micro} is the profile's "
             f"fixed part ({cost.a_s * 1e3:.3g} ms), measured on {measured_on}, a model {1 / scale:.3g}x heavier, and "
