@@ -71,7 +71,8 @@ def predict(config: str, cfg: dict[str, object], work: Path) -> dict[str, float]
     loop = (it["inline"]["build_s"] + it["inline"]["step_s"], it["inline"]["build_s"]) if w == 0 else \
         (it["workers"][w - 1]["loop_step_s"], it["workers"][w - 1]["loop_wait_s"])
     return {"step_s": busy / STEPS, "wait_share": m["t_data_h"]["mean"] * 3600 / busy,  # type: ignore[index]
-            "probe_step_s": loop[0], "probe_wait_share": loop[1] / loop[0]}
+            "probe_step_s": loop[0], "probe_wait_share": loop[1] / loop[0],
+            "calibrate_s": json.loads(profile.read_text())["probe_seconds"]}
 
 
 def measure(config: str, work: Path) -> dict[str, float]:
@@ -104,9 +105,9 @@ def main() -> None:
     rounds = int(argv[0]) if argv else 2
     configs = _configs()
     names = argv[1:] or list(configs)
-    print("| config | round | user's loops, step (ms) | mean ± 95 % CI | step predicted | error | data wait measured | "
-          "predicted | error (points) | calibration's own loop: step, data wait |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| config | round | user's loops, step (ms) | mean ± 95 % CI | step predicted | error | user's loops, data "
+          "wait (%) | mean | predicted | error (points) | calibration's own loop: step, data wait | calibrate (s) |")
+    print("|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     pooled: dict[str, list[dict[str, float]]] = {}
     loops: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as d:
@@ -117,14 +118,16 @@ def main() -> None:
                 runs = [measure(name, work) for _ in range(k)]
                 p = predict(name, configs[name], work)
                 runs += [measure(name, work) for _ in range(k)]
-                steps = [u["step_s"] for u in runs]
+                steps, waits = [u["step_s"] for u in runs], [u["wait_share"] for u in runs]
                 m = {key: statistics.fmean(u[key] for u in runs) for key in ("step_s", "wait_share")}
                 err = 100 * (p["step_s"] / m["step_s"] - 1)
                 pts = 100 * (p["wait_share"] - m["wait_share"])
                 print(f"| {name} | {r + 1} | {', '.join(f'{x * 1e3:.1f}' for x in steps)} | "
                       f"{m['step_s'] * 1e3:.1f} ± {ci95(steps) * 1e3:.1f} ms | {p['step_s'] * 1e3:.1f} ms | "
-                      f"{err:+.1f} % | {m['wait_share']:.1%} | {p['wait_share']:.1%} | {pts:+.1f} | "
-                      f"{p['probe_step_s'] * 1e3:.1f} ms, {p['probe_wait_share']:.1%} |", flush=True)
+                      f"{err:+.1f} % | {', '.join(f'{100 * w:.1f}' for w in waits)} | "
+                      f"{m['wait_share']:.1%} | {p['wait_share']:.1%} | {pts:+.1f} | "
+                      f"{p['probe_step_s'] * 1e3:.1f} ms, {p['probe_wait_share']:.1%} | {p['calibrate_s']:.0f} |",
+                      flush=True)
                 pooled.setdefault(name, []).append({**{f"m_{key}": v for key, v in m.items()}, **p})
                 loops.setdefault(name, []).extend(steps)
     print("\npooled over the rounds (mean of the predictions against the mean of every loop, its 95 % CI):")

@@ -165,11 +165,39 @@ def test_the_loop_takes_the_hand_over_only_from_batches_built_before_they_were_a
     def step() -> None:
         clock[0] += 0.010
 
-    computing, every, spans, waits, ready, after = interference._loop(batches(), step, 1, 6, 2)
+    computing, every, spans, waits, ready, after = interference._loop(batches(), step, 1, 3, 6, 2)
     assert len(every) == 9 and len(computing) == len(spans) == len(waits) == 6  # the first 3 warm up
     assert waits == pytest.approx([0.002, 0.002, 0.005] * 2)  # the measured steps, 3 ... 8
     assert ready == pytest.approx([0.002] * 4)  # the two batches still building are left out
     assert all(b - a == pytest.approx(0.010) for a, b in computing) and len(after) == 1 + 2
+
+
+def test_a_loop_lasts_its_seconds_within_its_bounds_of_steps() -> None:
+    assert interference.loop_steps(10, 8.0, 0.4) == 20  # one worker's PCA builds beside a 0.25 s step
+    assert interference.loop_steps(10, 8.0, 0.3) == 27  # 26.7 steps: a whole one more
+    assert interference.loop_steps(10, 8.0, 0.013) == interference.MOST_LOOP_STEPS == 120  # 615 asked
+    assert interference.loop_steps(10, 8.0, 1.2) == 10  # slow steps: never fewer than asked
+    assert interference.loop_steps(10, 0.0, 0.4) == 10 and interference.loop_steps(16, 8.0, 0.0) == 16
+
+
+def test_each_worker_count_gets_its_own_loop_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the step alone 0.25 s and a build 0.15 s: one worker paces 0.4 s a step, two 0.325 s
+    seen: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(interference, "_timed", lambda fn: {"step": 0.25, "build": 0.15}[fn.__name__])
+    monkeypatch.setattr(interference, "_workers_round",
+                        lambda row, ds, batch, k, step, sa, ba, warmup, steps, reps: seen.append((k, warmup, steps)))
+
+    def step() -> None: ...
+
+    def build() -> None: ...
+
+    probe = interference.InterferenceProbe.__new__(interference.InterferenceProbe)  # its times are the fakes'
+    probe.step, probe.build, probe.ds, probe.batch, probe.reps, probe.steps, probe.loop_s, probe.threads = (
+        step, build, None, 8, 3, 10, 8.0, torch.get_num_threads())  # type: ignore[assignment]
+    probe.alone = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
+    probe.table = {1: {}, 2: {}}
+    probe.round()
+    assert seen == [(1, 5, 20), (2, 5, 25)]  # 8 / 0.4 and 8 / 0.325 = 24.6: the warm-up stays half the least
 
 
 def _row(covered: float, owed: float, alone: tuple[float, ...] = (0.0112,)) -> dict[str, list[float]]:
@@ -399,9 +427,9 @@ def test_calibrate_spreads_the_interference_rounds_through_the_calibration(
     events: list[str] = []
 
     class Probe:
-        def __init__(self, net: object, ds: PatchDataset, batch: int, k: int, steps: int) -> None:
+        def __init__(self, net: object, ds: PatchDataset, batch: int, k: int, steps: int, loop_s: float) -> None:
             self.mode = ds.mode
-            events.append(f"new {self.mode} {batch} {steps}")
+            events.append(f"new {self.mode} {batch} {steps} {loop_s:g}")
 
         def round(self) -> None:
             events.append(f"round {self.mode}")
@@ -416,7 +444,7 @@ def test_calibrate_spreads_the_interference_rounds_through_the_calibration(
     monkeypatch.setattr(cal_run.probes, "checkpoint_probe", lambda *a: events.append("checkpoint") or {})
     monkeypatch.setattr(cal_run, "document", lambda profile: profile)  # the fakes' profile is not a valid one
     prof = cal_run.calibrate(device="cpu", model="hamida", dataset="indian_pines", patch=5, batch=4, quick=quick)
-    steps = 10 if quick else 16
+    steps = "10 8" if quick else "16 16"  # the least steps of a loop, the seconds it should last
     both = ["round getitem", "round offline"]
     assert events == [f"new getitem 4 {steps}", f"new offline 4 {steps}", *both, "compute",
                       *(both if rounds == 3 else []), "data getitem", "data offline", *both, "checkpoint"]

@@ -87,11 +87,12 @@ def _timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
-def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, steps: int, reps: int
+def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps: int, reps: int
           ) -> tuple[list[Span], list[Span], list[Span], list[float], list[float], list[tuple[Any, float, float]]]:
-    """The DataLoader loop with k workers, long enough to reach its steady state: the first steps
-    after the training process has slept run faster (and the builds slower) than the rest (a 12-step
-    loop gave 1.8x for the step where 40 steps of the user's own loop gave 2.8x). Returns the measured
+    """The DataLoader loop with k workers: ``warmup`` steps to reach its steady state (the first steps
+    after the training process has slept run faster, and the builds slower, than the rest: a 12-step
+    loop gave 1.8x for the step where 40 steps of the user's own loop gave 2.8x), then ``steps``
+    measured ones. Returns the measured
     steps, every step, the builds of the measured steps' batches, the waits, the waits for batches a
     worker had finished building before the training process asked (the hand-over as the loop sees
     it), and the builds taken after the loop (the first k ran beside the last steps, the rest beside
@@ -101,13 +102,13 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, steps: int, reps: 
     spans: list[Span] = []
     waits: list[float] = []
     ready: list[float] = []
-    for j in range(steps // 2 + steps):
+    for j in range(warmup + steps):
         t_w = time.perf_counter()
         _, s0, e0 = next(it)
         t0 = time.perf_counter()
         step()
         every.append((t0, time.perf_counter()))
-        if j >= steps // 2:
+        if j >= warmup:
             spans.append((s0, e0))
             computing.append(every[-1])
             waits.append(t0 - t_w)
@@ -118,14 +119,14 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, steps: int, reps: 
 
 
 def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int, step: Callable[[], Any],
-                   step_alone: float, build_alone: float, steps: int, reps: int) -> None:
+                   step_alone: float, build_alone: float, warmup: int, steps: int, reps: int) -> None:
     """One round with k workers: the loop's times, and what the paces must have been."""
     loader = DataLoader(_TimedBuilds(ds), batch_size=batch, shuffle=True, num_workers=k, drop_last=True,
                         collate_fn=_timed_collate)
     it = forever(loader)
     for _ in range(k + 1):  # the workers are up
         next(it)
-    computing, every, spans, waits, ready, after = _loop(it, step, k, steps, reps)
+    computing, every, spans, waits, ready, after = _loop(it, step, k, warmup, steps, reps)
     del it, loader
     idle = statistics.median(e - s for _, s, e in after[k:])
     row["step_alone_s"].append(step_alone)
@@ -172,6 +173,21 @@ def _pooled(k: int, row: dict[str, list[float]], step_alone: float, build_alone:
             "loop_step_s": loop_step, "loop_wait_s": loop_wait, **handover}
 
 
+MOST_LOOP_STEPS = 120  # a k-worker loop's measured steps, whatever its ``loop_s`` asks
+
+
+def loop_steps(least: int, loop_s: float, pace_s: float) -> int:
+    """The measured steps of one k-worker loop: enough to last ``loop_s`` at ``pace_s`` a step (from
+    the times alone: the step, then its share of a build), at least ``least``, at most
+    ``MOST_LOOP_STEPS``. A loop's wait drifts over seconds, not steps: one worker's PCA builds beside
+    a 0.25 s step waited 22 % of the first 10 measured steps in one loop and 33 % in the next
+    (getitem9 of benchmarks/user_loop, this 2-core VM, December 2026), so a 10-step loop of slow
+    steps reads a moment where a user's 150-step run averages a minute."""
+    if pace_s <= 0:
+        return least
+    return max(least, min(MOST_LOOP_STEPS, math.ceil(loop_s / pace_s)))
+
+
 def max_workers() -> int:
     """The most workers the probe feeds a step with on this machine: 1 … 4, at most one per core."""
     return min(4, os.cpu_count() or 1)
@@ -183,11 +199,11 @@ class InterferenceProbe:
     segments of the real run) so that a shared machine's drift weighs on both."""
 
     def __init__(self, net: Net, ds: Dataset, batch: int, max_workers: int, reps: int = 7, steps: int = 12,
-                 optimizer: str = "adam") -> None:
+                 optimizer: str = "adam", loop_s: float = 0.0) -> None:
         model, opt, scaler, dtype = make_training(net, torch.device("cpu"), optimizer, amp=False)
         x, y = net.batch(batch, torch.device("cpu"))
         self.step = functools.partial(training_step, model, opt, x, y, scaler, dtype)
-        self.ds, self.batch, self.reps, self.steps = ds, batch, reps, steps
+        self.ds, self.batch, self.reps, self.steps, self.loop_s = ds, batch, reps, steps, loop_s
         self.threads = torch.get_num_threads()  # the training threads the rounds run with
         rng = np.random.default_rng(1)
         n = len(ds)  # type: ignore[arg-type]
@@ -215,7 +231,8 @@ class InterferenceProbe:
                                        statistics.median(s for _, s in pairs)), strict=True):
             self.alone[key].append(v)
         for k, row in self.table.items():
-            _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps, reps)
+            n = loop_steps(self.steps, self.loop_s, step_alone + build_alone / k)
+            _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps // 2, n, reps)
 
     def result(self) -> dict[str, Any]:
         """The rounds pooled (at least one)."""
