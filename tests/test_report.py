@@ -15,7 +15,7 @@ import hsisim
 from hsisim import montecarlo, planning
 from hsisim.cli import app
 from hsisim.errors import HsisimInputError
-from hsisim.report import curves, figures, folder, gantt
+from hsisim.report import curves, figures, folder, gantt, markdown
 from hsisim.report.diagnose import MIN_GAIN
 from hsisim.report.thresholds import fragmentation
 from hsisim.scenario import Scenario
@@ -272,6 +272,7 @@ def test_report_writes_every_figure_and_report_md_atomically(tmp_path: Path) -> 
     assert "no checkpoint trade-off" in md
     data = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert data["format"] == folder.FORMAT and data["diagnosis"]["bottlenecks"][0]["id"] == "data"
+    assert data["warnings"] == [] and "Warning" not in md  # the lab scenario's step rests on no other model
     assert data["tables"]["budget"][0]["mean_h"] == rep.results.summary()["metrics"]["t_compute_h"]["mean"]
     again = hsisim.write_report(LAB, out=out, replicas=4, sweep_replicas=2, executor="inline", seed=3)  # replaces it
     assert again.data["manifest"]["seed"] == 3
@@ -316,6 +317,26 @@ def test_diagnose_command_prints_json_and_tables() -> None:
     assert res.exit_code == 0 and "--set loader.num_workers=8" in res.stdout
     res = runner.invoke(app, ["diagnose", str(LAB), "--objective", "speed"])
     assert res.exit_code == 2 and "--objective" in res.stderr
+
+
+def test_diagnose_and_the_report_carry_the_runs_warnings(tmp_path: Path) -> None:
+    # the shipped 2-core profile (HybridSN 30x25x25) on a 15x9x9 model: the step is mostly its fixed part
+    sets = ["--set", f"calibration={ROOT / 'calibration' / 'cpu-amd-epyc-2core.json'}"]
+    scen = str(ROOT / "scenarios" / "validate" / "cpu_compute_bound.yaml")
+    runner = CliRunner()
+    res = runner.invoke(app, ["diagnose", scen, *sets, "--fast", "--replicas", "2", "--json"])
+    assert res.exit_code == 0, res.stderr
+    warned = json.loads(res.stdout)["warnings"]
+    assert len(warned) == 1 and "is the profile's fixed part" in warned[0], warned
+    res = runner.invoke(app, ["diagnose", scen, *sets, "--fast", "--replicas", "2"])
+    assert res.exit_code == 0 and "warning: " in res.stdout and "hybridsn 30×25×25" in res.stdout
+    assert json.loads(runner.invoke(app, ["diagnose", str(LAB), "--fast", "--replicas", "2", "--json"]
+                                    ).stdout)["warnings"] == []
+    ctx = {"name": "n", "description": "d", "command": "c", "sweep_replicas": 2, "notes": [], "warnings": warned,
+           "manifest": {"calibration_fingerprint": None, "hsisim_version": "0", "seed": 1, "replicas": 2,
+                        "scenario_hash": "0" * 64}}
+    assert f"> **Warning:** {warned[0]}" in markdown._head(ctx)
+    assert "Warning" not in markdown._head({**ctx, "warnings": []})
 
 
 def test_report_and_diagnose_are_public() -> None:

@@ -90,8 +90,7 @@ def trainable(sc: Scenario) -> Iterator[Trainable]:
     if sc.model.name is not None:
         w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
     else:
-        info = catalog.dataset(sc.dataset.name)
-        k = sc.dataset.pca_components
+        info, k = catalog.dataset(sc.dataset.name), sc.dataset.pca_components
         w = Workload(str(sc.model.factory), sc.dataset.name, sc.dataset.patch, k or info.bands, info.bands,
                      info.classes, k)
     with scene(w) as s:
@@ -442,11 +441,12 @@ def _measure_one(sc: Scenario, dev: torch.device, threads: int, t: Trainable, st
     a DataLoader loop, as ``hsisim calibrate`` measures it for a user's CPU run (without it the step
     beside one worker was predicted 8-14 % low). Without workers the paired probe's own alternation of
     builds and steps is the regime the interference probe's in-process pairs would time again, with
-    fewer samples (their step moved 1.02-1.11x its time alone from one run to the next)."""
+    fewer samples (their step moved 1.02-1.11x its time alone from one run to the next). Its loops last,
+    over all rounds, as long as two of ``hsisim calibrate --quick``'s."""
     probe = _paired(sc, dev, t) if probe_too else None
     workers = min(max_workers(), sc.loader.num_workers)
     meet = InterferenceProbe(t.net, t.dataset, sc.training.micro_batch, workers, steps=10, optimizer=sc.model.optimizer,
-                             loop_s=QUICK_LOOP_S) if probe_too and dev.type == "cpu" and workers else None
+                             loop_s=2 * QUICK_LOOP_S / rounds) if probe_too and dev.type == "cpu" and workers else None
     run = Run(sc, dev, threads, t)
     seg_warmup = sc.loader.num_workers * sc.loader.prefetch_factor + 1
     for r, n in enumerate(segments(steps, rounds)):

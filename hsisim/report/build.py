@@ -140,6 +140,7 @@ def _context(sc: Scenario, res: Results, o: _Opts, tx: gantt.Traced, opt: Any, n
     manifest["step_model"].pop("wall_seconds", None)  # how long the micro simulation took: not reproducible
     ctx: dict[str, Any] = {
         "name": sc.name, "description": sc.description, "manifest": manifest, "notes": list(res.notes),
+        "warnings": res.summary().get("warnings", []),
         "scenario": sc.model_dump(mode="json", by_alias=True), "eta": res.summary()["metrics"]["eta"]["mean"],
         "command": f"hsisim report {path}{sets} --replicas {len(res.df)} --seed {o.seed}",
         "reproduce": f"hsisim run {path}{sets} --replicas {diag.replicas} --seed {o.seed}",
@@ -160,6 +161,6 @@ def _context(sc: Scenario, res: Results, o: _Opts, tx: gantt.Traced, opt: Any, n
 
 def _json(ctx: dict[str, Any], tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
     return jsonable({"format": folder.FORMAT, "scenario": ctx["name"], "command": ctx["command"],
-                     "manifest": ctx["manifest"], "notes": ctx["notes"],
+                     "manifest": ctx["manifest"], "notes": ctx["notes"], "warnings": ctx["warnings"],
                      "tables": {k: df.to_dict(orient="records") for k, df in tables.items() if k != "timeline"},
                      "timeline_replica": ctx["timeline_replica"], "diagnosis": ctx["diagnosis"]})

@@ -50,5 +50,7 @@ def print_diagnosis(diag: dict[str, Any], console: Console, command: str) -> Non
     console.print(t)
     console.print(f"reproduce a fix: {command} --set ... (the same seed and replicas give the same numbers)",
                   soft_wrap=True, markup=False, highlight=False)
+    for w in diag.get("warnings", []):
+        console.print(f"[bold yellow]warning:[/bold yellow] {w}", highlight=False)
     for note in diag["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}", highlight=False)

@@ -56,6 +56,7 @@ class Diagnosis:
     thresholds: list[dict[str, Any]]
     skipped: list[dict[str, Any]] = field(default_factory=list)  # fixes that do not apply (and why)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the baseline run's (``Results.summary``'s)
 
     def top(self, n: int = 2) -> list[dict[str, Any]]:
         """The ``n`` best levers: fixes whose gain is at least ``MIN_GAIN`` with 95 % confidence, by gain per effort."""
@@ -65,7 +66,8 @@ class Diagnosis:
         """The ``hsisim diagnose --json`` object."""
         return {"scenario": self.scenario, "replicas": self.replicas, "seed": self.seed, "objective": self.objective,
                 "baseline": self.baseline, "bottlenecks": self.bottlenecks, "fixes": self.fixes,
-                "thresholds": self.thresholds, "skipped": self.skipped, "notes": self.notes}
+                "thresholds": self.thresholds, "skipped": self.skipped, "notes": self.notes,
+                "warnings": self.warnings}
 
     def write(self, path: str | Path) -> Path:
         """Write ``to_json()`` to ``path`` (atomically); returns it."""
@@ -152,7 +154,7 @@ def diagnose(scenario: Scenario | str | Path, *, overrides: list[str] | tuple[st
         checks = thresholds.evaluate(r.base, prep, base.summary(), r.seed, r.models, scaling=not fast)
     ranked = rank(results)
     return Diagnosis(r.base.name, n, r.seed, objective, _baseline(base), _bottlenecks(shares, ranked), ranked, checks,
-                     skipped, _notes(r.base, fast, len(todo)))
+                     skipped, _notes(r.base, fast, len(todo)), base.summary().get("warnings", []))
 
 
 def _shares(summary: dict[str, Any]) -> dict[str, dict[str, float]]:

@@ -41,13 +41,14 @@ def _head(ctx: dict[str, Any]) -> str:
     man = ctx["manifest"]
     calib = man["calibration_fingerprint"][:16] if man["calibration_fingerprint"] else "none (catalog figures)"
     notes = "\n".join(f"- {n}" for n in ctx["notes"]) or "- none"
+    warned = "".join(f"\n\n> **Warning:** {w}" for w in ctx.get("warnings", []))
     return f"""# hsisim report: {ctx['name']}
 
 {ctx['description']}
 
 Made by `{ctx['command']}`: hsisim {man['hsisim_version']}, seed {man['seed']}, {man['replicas']:,} replicas
 ({ctx['sweep_replicas']:,} per configuration for the checkpoint curve, the scaling sweep and the diagnosis).
-Scenario hash `{man['scenario_hash'][:16]}`; calibration fingerprint `{calib}`.
+Scenario hash `{man['scenario_hash'][:16]}`; calibration fingerprint `{calib}`.{warned}
 
 Notes of the run:
 
