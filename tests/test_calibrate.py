@@ -172,6 +172,58 @@ def test_the_loop_takes_the_hand_over_only_from_batches_built_before_they_were_a
     assert all(b - a == pytest.approx(0.010) for a, b in computing) and len(after) == 1 + 2
 
 
+SPINNER = """
+import multiprocessing as mp, os, time
+from hsisim.calibration.probes import _spin
+
+def spin(stop, started, parent):
+    started.set()
+    _spin(stop, parent)
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    started, stop = ctx.Event(), ctx.Event()  # named: an Event made in the call was gone before the child read it
+    p = ctx.Process(target=spin, args=(stop, started, os.getpid()), daemon=True)
+    p.start()
+    assert started.wait(120)
+    print(p.pid, flush=True)
+    time.sleep(120)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_the_contention_probes_competitors_stop_when_the_calibration_is_killed(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "spinner.py"
+    script.write_text(SPINNER)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    try:
+        time.sleep(0.5)
+        assert _running(child)  # spinning (past its start-up) while its calibration lives
+        parent.send_signal(signal.SIGKILL)  # a kill sets no Event
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while _running(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(child), "the competitor kept spinning after its calibration was killed"
+    finally:
+        if _running(child):
+            os.kill(child, signal.SIGKILL)
+
+
 def test_a_loop_lasts_its_seconds_within_its_bounds_of_steps() -> None:
     assert interference.loop_steps(10, 8.0, 0.4) == 20  # one worker's PCA builds beside a 0.25 s step
     assert interference.loop_steps(10, 8.0, 0.3) == 27  # 26.7 steps: a whole one more
@@ -444,7 +496,7 @@ def test_calibrate_spreads_the_interference_rounds_through_the_calibration(
     monkeypatch.setattr(cal_run.probes, "checkpoint_probe", lambda *a: events.append("checkpoint") or {})
     monkeypatch.setattr(cal_run, "document", lambda profile: profile)  # the fakes' profile is not a valid one
     prof = cal_run.calibrate(device="cpu", model="hamida", dataset="indian_pines", patch=5, batch=4, quick=quick)
-    steps = "10 8" if quick else "16 16"  # the least steps of a loop, the seconds it should last
+    steps = "10 8" if quick else "16 12"  # the least steps of a loop, the seconds it should last
     both = ["round getitem", "round offline"]
     assert events == [f"new getitem 4 {steps}", f"new offline 4 {steps}", *both, "compute",
                       *(both if rounds == 3 else []), "data getitem", "data offline", *both, "checkpoint"]

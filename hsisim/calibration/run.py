@@ -33,7 +33,7 @@ DEFAULT_PATCH = {"hamida": 5, "hybridsn": 25, "ssrn": 7, "ssftt": 13, "spectralf
 DEFAULT_PCA = {"hybridsn": 30, "ssftt": 30}
 PROBE_EXTENT = 256  # the probes cut patches from at most a 256×256 crop of large scenes
 SPARE_ROUND_S = 15.0  # --quick runs a third interference round where the first (all data modes) took less (s)
-LOOP_S, QUICK_LOOP_S = 16.0, 8.0  # an interference round's k-worker loops last about this (s), without / with --quick
+LOOP_S, QUICK_LOOP_S = 12.0, 8.0  # an interference round's k-worker loops last about this (s), without / with --quick
 
 
 def parse_device(text: str) -> torch.device:
