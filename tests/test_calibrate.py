@@ -6,7 +6,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -145,8 +145,9 @@ class _Cubes(torch.utils.data.Dataset):  # type: ignore[misc]
         return torch.randn(20, 3, 3), i % 5
 
 
-def test_the_loop_takes_the_hand_over_only_from_batches_built_before_they_were_asked_for(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def _fake_loop(monkeypatch: pytest.MonkeyPatch) -> tuple[Iterator[tuple[None, float, float]], Callable[[], None]]:
+    """Batches and a 10 ms step on a fake clock: every third batch still builds when asked (a 5 ms wait),
+    the others were built 10 ms before (a 2 ms wait, the hand-over)."""
     clock = [0.0]
     monkeypatch.setattr(interference.time, "perf_counter", lambda: clock[0])
 
@@ -165,7 +166,24 @@ def test_the_loop_takes_the_hand_over_only_from_batches_built_before_they_were_a
     def step() -> None:
         clock[0] += 0.010
 
-    computing, every, spans, waits, ready, after = interference._loop(batches(), step, 1, 3, 6, 2)
+    return batches(), step
+
+
+def test_a_loop_past_its_cap_cuts_its_warm_up_and_its_measured_steps_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    # steps end at 12, 24, 39, 51 ms: past half the 40 ms cap after the second (the warm-up ends there,
+    # not after 3), and past the cap once two are measured (not 6)
+    computing, every, spans, waits, ready, after = interference._loop(*_fake_loop(monkeypatch), 1, 3, 6, 2,
+                                                                      cap_s=0.040)
+    assert len(every) == 4 and len(computing) == len(spans) == len(waits) == 2
+    assert waits == pytest.approx([0.005, 0.002]) and ready == pytest.approx([0.002])
+    assert computing[-1][1] == pytest.approx(0.051) and len(after) == 1 + 2  # the builds after it are all taken
+    # a cap never leaves fewer than 2 measured steps, however slow
+    assert len(interference._loop(*_fake_loop(monkeypatch), 1, 3, 6, 2, cap_s=0.001)[0]) == 2
+
+
+def test_the_loop_takes_the_hand_over_only_from_batches_built_before_they_were_asked_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    computing, every, spans, waits, ready, after = interference._loop(*_fake_loop(monkeypatch), 1, 3, 6, 2)
     assert len(every) == 9 and len(computing) == len(spans) == len(waits) == 6  # the first 3 warm up
     assert waits == pytest.approx([0.002, 0.002, 0.005] * 2)  # the measured steps, 3 ... 8
     assert ready == pytest.approx([0.002] * 4)  # the two batches still building are left out
@@ -236,8 +254,8 @@ def test_each_worker_count_gets_its_own_loop_length(monkeypatch: pytest.MonkeyPa
     # the step alone 0.25 s and a build 0.15 s: one worker paces 0.4 s a step, two 0.325 s
     seen: list[tuple[int, int, int]] = []
     monkeypatch.setattr(interference, "_timed", lambda fn: {"step": 0.25, "build": 0.15}[fn.__name__])
-    monkeypatch.setattr(interference, "_workers_round",
-                        lambda row, ds, batch, k, step, sa, ba, warmup, steps, reps: seen.append((k, warmup, steps)))
+    monkeypatch.setattr(interference, "_workers_round", lambda row, ds, batch, k, step, sa, ba, warmup, steps, reps,
+                        cap: seen.append((k, warmup, steps, cap)))
 
     def step() -> None: ...
 
@@ -249,7 +267,8 @@ def test_each_worker_count_gets_its_own_loop_length(monkeypatch: pytest.MonkeyPa
     probe.alone = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
     probe.table = {1: {}, 2: {}}
     probe.round()
-    assert seen == [(1, 5, 20), (2, 5, 25)]  # 8 / 0.4 and 8 / 0.325 = 24.6: the warm-up stays half the least
+    # 8 / 0.4 and 8 / 0.325 = 24.6 steps; the warm-up stays half the least; each loop stops after 4 x 8 s
+    assert seen == [(1, 5, 20, 32.0), (2, 5, 25, 32.0)]
 
 
 def _row(covered: float, owed: float, alone: tuple[float, ...] = (0.0112,)) -> dict[str, list[float]]:

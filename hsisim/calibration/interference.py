@@ -87,12 +87,16 @@ def _timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
-def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps: int, reps: int
+def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps: int, reps: int,
+          cap_s: float = math.inf
           ) -> tuple[list[Span], list[Span], list[Span], list[float], list[float], list[tuple[Any, float, float]]]:
     """The DataLoader loop with k workers: ``warmup`` steps to reach its steady state (the first steps
     after the training process has slept run faster, and the builds slower, than the rest: a 12-step
     loop gave 1.8x for the step where 40 steps of the user's own loop gave 2.8x), then ``steps``
-    measured ones. Returns the measured
+    measured ones. After ``cap_s`` seconds the warm-up ends where half of them have passed, and the
+    measured steps where two have been measured: the pace alone can be far from the loop's (two
+    workers' per-patch SVDs, each with a second BLAS thread, beside the step's two threads on this
+    2-core VM: a loop sized for 8 s ran over 10 minutes, December 2026). Returns the measured
     steps, every step, the builds of the measured steps' batches, the waits, the waits for batches a
     worker had finished building before the training process asked (the hand-over as the loop sees
     it), and the builds taken after the loop (the first k ran beside the last steps, the rest beside
@@ -102,31 +106,36 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps
     spans: list[Span] = []
     waits: list[float] = []
     ready: list[float] = []
-    for j in range(warmup + steps):
+    start, j = time.perf_counter(), 0
+    while len(computing) < steps and not (len(computing) >= 2 and every[-1][1] - start > cap_s):
         t_w = time.perf_counter()
         _, s0, e0 = next(it)
         t0 = time.perf_counter()
         step()
         every.append((t0, time.perf_counter()))
-        if j >= warmup:
+        if j < warmup and every[-1][1] - start > cap_s / 2:
+            warmup = j + 1  # the warm-up is cut short: the next step is measured
+        elif j >= warmup:
             spans.append((s0, e0))
             computing.append(every[-1])
             waits.append(t0 - t_w)
             if e0 < t_w:
                 ready.append(t0 - t_w)
+        j += 1
     after = [next(it) for _ in range(k + max(reps, 2 * k))]  # the training process only takes batches
     return computing, every, spans, waits, ready, after
 
 
 def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int, step: Callable[[], Any],
-                   step_alone: float, build_alone: float, warmup: int, steps: int, reps: int) -> None:
+                   step_alone: float, build_alone: float, warmup: int, steps: int, reps: int,
+                   cap_s: float = math.inf) -> None:
     """One round with k workers: the loop's times, and what the paces must have been."""
     loader = DataLoader(_TimedBuilds(ds), batch_size=batch, shuffle=True, num_workers=k, drop_last=True,
                         collate_fn=_timed_collate)
     it = forever(loader)
     for _ in range(k + 1):  # the workers are up
         next(it)
-    computing, every, spans, waits, ready, after = _loop(it, step, k, warmup, steps, reps)
+    computing, every, spans, waits, ready, after = _loop(it, step, k, warmup, steps, reps, cap_s)
     del it, loader
     idle = statistics.median(e - s for _, s, e in after[k:])
     row["step_alone_s"].append(step_alone)
@@ -174,6 +183,7 @@ def _pooled(k: int, row: dict[str, list[float]], step_alone: float, build_alone:
 
 
 MOST_LOOP_STEPS = 120  # a k-worker loop's measured steps, whatever its ``loop_s`` asks
+CAP = 4.0  # a k-worker loop stops after this many times its ``loop_s`` (``_loop``'s ``cap_s``)
 
 
 def loop_steps(least: int, loop_s: float, pace_s: float) -> int:
@@ -232,7 +242,8 @@ class InterferenceProbe:
             self.alone[key].append(v)
         for k, row in self.table.items():
             n = loop_steps(self.steps, self.loop_s, step_alone + build_alone / k)
-            _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps // 2, n, reps)
+            _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps // 2, n, reps,
+                           CAP * self.loop_s if self.loop_s > 0 else math.inf)
 
     def result(self) -> dict[str, Any]:
         """The rounds pooled (at least one)."""
