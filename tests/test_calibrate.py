@@ -242,16 +242,7 @@ def test_the_contention_probes_competitors_stop_when_the_calibration_is_killed(t
             os.kill(child, signal.SIGKILL)
 
 
-def test_a_loop_lasts_its_seconds_within_its_bounds_of_steps() -> None:
-    assert interference.loop_steps(10, 8.0, 0.4) == 20  # one worker's PCA builds beside a 0.25 s step
-    assert interference.loop_steps(10, 8.0, 0.3) == 27  # 26.7 steps: a whole one more
-    assert interference.loop_steps(10, 8.0, 0.013) == interference.MOST_LOOP_STEPS == 120  # 615 asked
-    assert interference.loop_steps(10, 8.0, 1.2) == 10  # slow steps: never fewer than asked
-    assert interference.loop_steps(10, 0.0, 0.4) == 10 and interference.loop_steps(16, 8.0, 0.0) == 16
-
-
-def test_each_worker_count_gets_its_own_loop_length(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the step alone 0.25 s and a build 0.15 s: one worker paces 0.4 s a step, two 0.325 s
+def test_each_worker_counts_loop_runs_its_steps_within_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[int, int, int]] = []
     monkeypatch.setattr(interference, "_timed", lambda fn: {"step": 0.25, "build": 0.15}[fn.__name__])
     monkeypatch.setattr(interference, "_workers_round", lambda row, ds, batch, k, step, sa, ba, warmup, steps, reps,
@@ -262,13 +253,12 @@ def test_each_worker_count_gets_its_own_loop_length(monkeypatch: pytest.MonkeyPa
     def build() -> None: ...
 
     probe = interference.InterferenceProbe.__new__(interference.InterferenceProbe)  # its times are the fakes'
-    probe.step, probe.build, probe.ds, probe.batch, probe.reps, probe.steps, probe.loop_s, probe.threads = (
-        step, build, None, 8, 3, 10, 8.0, torch.get_num_threads())  # type: ignore[assignment]
+    probe.step, probe.build, probe.ds, probe.batch, probe.reps, probe.steps, probe.cap_s, probe.threads = (
+        step, build, None, 8, 3, 10, 90.0, torch.get_num_threads())  # type: ignore[assignment]
     probe.alone = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
     probe.table = {1: {}, 2: {}}
     probe.round()
-    # 8 / 0.4 and 8 / 0.325 = 24.6 steps; the warm-up stays half the least; each loop stops after 4 x 8 s
-    assert seen == [(1, 5, 20, 32.0), (2, 5, 25, 32.0)]
+    assert seen == [(1, 5, 10, 90.0), (2, 5, 10, 90.0)]  # a warm-up of half the steps, then the steps
 
 
 def _row(covered: float, owed: float, alone: tuple[float, ...] = (0.0112,)) -> dict[str, list[float]]:
@@ -498,9 +488,9 @@ def test_calibrate_spreads_the_interference_rounds_through_the_calibration(
     events: list[str] = []
 
     class Probe:
-        def __init__(self, net: object, ds: PatchDataset, batch: int, k: int, steps: int, loop_s: float) -> None:
+        def __init__(self, net: object, ds: PatchDataset, batch: int, k: int, steps: int) -> None:
             self.mode = ds.mode
-            events.append(f"new {self.mode} {batch} {steps} {loop_s:g}")
+            events.append(f"new {self.mode} {batch} {steps}")
 
         def round(self) -> None:
             events.append(f"round {self.mode}")
@@ -515,7 +505,7 @@ def test_calibrate_spreads_the_interference_rounds_through_the_calibration(
     monkeypatch.setattr(cal_run.probes, "checkpoint_probe", lambda *a: events.append("checkpoint") or {})
     monkeypatch.setattr(cal_run, "document", lambda profile: profile)  # the fakes' profile is not a valid one
     prof = cal_run.calibrate(device="cpu", model="hamida", dataset="indian_pines", patch=5, batch=4, quick=quick)
-    steps = "10 8" if quick else "16 12"  # the least steps of a loop, the seconds it should last
+    steps = 10 if quick else 16
     both = ["round getitem", "round offline"]
     assert events == [f"new getitem 4 {steps}", f"new offline 4 {steps}", *both, "compute",
                       *(both if rounds == 3 else []), "data getitem", "data offline", *both, "checkpoint"]

@@ -93,10 +93,10 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps
     """The DataLoader loop with k workers: ``warmup`` steps to reach its steady state (the first steps
     after the training process has slept run faster, and the builds slower, than the rest: a 12-step
     loop gave 1.8x for the step where 40 steps of the user's own loop gave 2.8x), then ``steps``
-    measured ones. After ``cap_s`` seconds the warm-up ends where half of them have passed, and the
-    measured steps where two have been measured: the pace alone can be far from the loop's (two
-    workers' per-patch SVDs, each with a second BLAS thread, beside the step's two threads on this
-    2-core VM: a loop sized for 8 s ran over 10 minutes, December 2026). Returns the measured
+    measured ones. After ``cap_s`` seconds the measured steps end where two have been measured, and
+    the warm-up where half of them have passed: two workers' per-patch SVDs (a second BLAS thread
+    each) beside the step's two threads on this 2-core VM once ran an 18-step loop of 0.5 s steps for
+    over 10 minutes, and another time 15 steps in 25 s (December 2026). Returns the measured
     steps, every step, the builds of the measured steps' batches, the waits, the waits for batches a
     worker had finished building before the training process asked (the hand-over as the loop sees
     it), and the builds taken after the loop (the first k ran beside the last steps, the rest beside
@@ -182,22 +182,6 @@ def _pooled(k: int, row: dict[str, list[float]], step_alone: float, build_alone:
             "loop_step_s": loop_step, "loop_wait_s": loop_wait, **handover}
 
 
-MOST_LOOP_STEPS = 120  # a k-worker loop's measured steps, whatever its ``loop_s`` asks
-CAP = 4.0  # a k-worker loop stops after this many times its ``loop_s`` (``_loop``'s ``cap_s``)
-
-
-def loop_steps(least: int, loop_s: float, pace_s: float) -> int:
-    """The measured steps of one k-worker loop: enough to last ``loop_s`` at ``pace_s`` a step (from
-    the times alone: the step, then its share of a build), at least ``least``, at most
-    ``MOST_LOOP_STEPS``. A loop's wait drifts over seconds, not steps: one worker's PCA builds beside
-    a 0.25 s step waited 22 % of the first 10 measured steps in one loop and 33 % in the next
-    (getitem9 of benchmarks/user_loop, this 2-core VM, December 2026), so a 10-step loop of slow
-    steps reads a moment where a user's 150-step run averages a minute."""
-    if pace_s <= 0:
-        return least
-    return max(least, min(MOST_LOOP_STEPS, math.ceil(loop_s / pace_s)))
-
-
 def max_workers() -> int:
     """The most workers the probe feeds a step with on this machine: 1 … 4, at most one per core."""
     return min(4, os.cpu_count() or 1)
@@ -206,14 +190,15 @@ def max_workers() -> int:
 class InterferenceProbe:
     """The user's batch builds and a CPU training step, alternated and in a DataLoader loop (module doc),
     one round at a time: a caller interleaves the rounds with other work (``hsisim validate`` with
-    segments of the real run) so that a shared machine's drift weighs on both."""
+    segments of the real run) so that a shared machine's drift weighs on both. Each k-worker loop stops
+    after ``cap_s`` seconds (``_loop``)."""
 
     def __init__(self, net: Net, ds: Dataset, batch: int, max_workers: int, reps: int = 7, steps: int = 12,
-                 optimizer: str = "adam", loop_s: float = 0.0) -> None:
+                 optimizer: str = "adam", cap_s: float = 90.0) -> None:
         model, opt, scaler, dtype = make_training(net, torch.device("cpu"), optimizer, amp=False)
         x, y = net.batch(batch, torch.device("cpu"))
         self.step = functools.partial(training_step, model, opt, x, y, scaler, dtype)
-        self.ds, self.batch, self.reps, self.steps, self.loop_s = ds, batch, reps, steps, loop_s
+        self.ds, self.batch, self.reps, self.steps, self.cap_s = ds, batch, reps, steps, cap_s
         self.threads = torch.get_num_threads()  # the training threads the rounds run with
         rng = np.random.default_rng(1)
         n = len(ds)  # type: ignore[arg-type]
@@ -241,9 +226,8 @@ class InterferenceProbe:
                                        statistics.median(s for _, s in pairs)), strict=True):
             self.alone[key].append(v)
         for k, row in self.table.items():
-            n = loop_steps(self.steps, self.loop_s, step_alone + build_alone / k)
-            _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps // 2, n, reps,
-                           CAP * self.loop_s if self.loop_s > 0 else math.inf)
+            _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps // 2,
+                           self.steps, reps, self.cap_s)
 
     def result(self) -> dict[str, Any]:
         """The rounds pooled (at least one)."""

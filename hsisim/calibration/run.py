@@ -32,8 +32,7 @@ from hsisim.profile import FORMAT, ProfileData, document, nearest_count
 DEFAULT_PATCH = {"hamida": 5, "hybridsn": 25, "ssrn": 7, "ssftt": 13, "spectralformer": 7}
 DEFAULT_PCA = {"hybridsn": 30, "ssftt": 30}
 PROBE_EXTENT = 256  # the probes cut patches from at most a 256×256 crop of large scenes
-SPARE_ROUND_S = 15.0  # --quick runs a third interference round where the first (all data modes) took less (s)
-LOOP_S, QUICK_LOOP_S = 12.0, 8.0  # an interference round's k-worker loops last about this (s), without / with --quick
+SPARE_ROUND_S = 10.0  # --quick runs a third interference round where the first (all data modes) took less (s)
 
 
 def parse_device(text: str) -> torch.device:
@@ -311,16 +310,13 @@ class _Meetings:
     as far apart as the probes between them last, as a training run spans many moments (back to back,
     two rounds read one moment: a user's own 150-step loop moved 23.4 to 29.6 ms between two runs a
     minute apart, batch 100 of 5x5 patches, this 2-core VM, December 2026). ``--quick`` skips the
-    middle round where the first round (every data mode's) took longer than ``SPARE_ROUND_S``. Each
-    round's k-worker loops last about ``LOOP_S`` seconds (``QUICK_LOOP_S`` with ``--quick``; ``loop_steps``),
-    and at least 16 steps (10)."""
+    middle round where the first round (every data mode's) took longer than ``SPARE_ROUND_S``."""
 
     def __init__(self, net: probes.Net, sets: dict[str, Any], dev: torch.device, batch: int, quick: bool,
                  say: Callable[[str], None]) -> None:
         k = max_workers()
         self.probes = {} if dev.type != "cpu" else {
-            mode: InterferenceProbe(net, ds, batch, k, steps=10 if quick else 16,
-                                    loop_s=QUICK_LOOP_S if quick else LOOP_S) for mode, ds in sets.items()}
+            mode: InterferenceProbe(net, ds, batch, k, steps=10 if quick else 16) for mode, ds in sets.items()}
         self.quick, self.say, self.k, self.took, self.done = quick, say, k, 0.0, 0
 
     def round(self, spare: bool = False) -> None:

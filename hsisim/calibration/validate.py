@@ -37,7 +37,7 @@ from hsisim.calibration import collectives as probe_comm
 from hsisim.calibration import paired, probes
 from hsisim.calibration.interference import InterferenceProbe, max_workers
 from hsisim.calibration.models import forward_flops, param_count
-from hsisim.calibration.run import QUICK_LOOP_S, Workload, catalog_gpu_for, dataset_for, parse_device, scene, workload
+from hsisim.calibration.run import Workload, catalog_gpu_for, dataset_for, parse_device, scene, workload
 from hsisim.errors import HsisimInputError
 from hsisim.profile import FORMAT, document, load_profile
 from hsisim.resolve import check_code_allowed, resolve_job
@@ -441,12 +441,11 @@ def _measure_one(sc: Scenario, dev: torch.device, threads: int, t: Trainable, st
     a DataLoader loop, as ``hsisim calibrate`` measures it for a user's CPU run (without it the step
     beside one worker was predicted 8-14 % low). Without workers the paired probe's own alternation of
     builds and steps is the regime the interference probe's in-process pairs would time again, with
-    fewer samples (their step moved 1.02-1.11x its time alone from one run to the next). Its loops last,
-    over all rounds, as long as two of ``hsisim calibrate --quick``'s."""
+    fewer samples (their step moved 1.02-1.11x its time alone from one run to the next)."""
     probe = _paired(sc, dev, t) if probe_too else None
     workers = min(max_workers(), sc.loader.num_workers)
-    meet = InterferenceProbe(t.net, t.dataset, sc.training.micro_batch, workers, steps=10, optimizer=sc.model.optimizer,
-                             loop_s=2 * QUICK_LOOP_S / rounds) if probe_too and dev.type == "cpu" and workers else None
+    meet = InterferenceProbe(t.net, t.dataset, sc.training.micro_batch, workers, steps=10,
+                             optimizer=sc.model.optimizer) if probe_too and dev.type == "cpu" and workers else None
     run = Run(sc, dev, threads, t)
     seg_warmup = sc.loader.num_workers * sc.loader.prefetch_factor + 1
     for r, n in enumerate(segments(steps, rounds)):
