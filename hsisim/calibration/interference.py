@@ -127,8 +127,7 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps
 
 
 def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int, step: Callable[[], Any],
-                   step_alone: float, build_alone: float, warmup: int, steps: int, reps: int,
-                   cap_s: float = math.inf) -> None:
+                   step_alone: float, build_alone: float, warmup: int, steps: int, reps: int, cap_s: float) -> None:
     """One round with k workers: the loop's times, and what the paces must have been."""
     loader = DataLoader(_TimedBuilds(ds), batch_size=batch, shuffle=True, num_workers=k, drop_last=True,
                         collate_fn=_timed_collate)

@@ -90,7 +90,8 @@ def trainable(sc: Scenario) -> Iterator[Trainable]:
     if sc.model.name is not None:
         w = workload(sc.model.name, sc.dataset.name, sc.dataset.patch, sc.dataset.pca_components)
     else:
-        info, k = catalog.dataset(sc.dataset.name), sc.dataset.pca_components
+        info = catalog.dataset(sc.dataset.name)
+        k = sc.dataset.pca_components
         w = Workload(str(sc.model.factory), sc.dataset.name, sc.dataset.patch, k or info.bands, info.bands,
                      info.classes, k)
     with scene(w) as s:

@@ -71,8 +71,13 @@ class Results:
             out["stopping"] = self.stopping
         out["notes"] = [*self.notes, *self._trace_notes()]
         out["assumptions"] = assumptions(self.scenario, self.spec)
-        out["warnings"] = [*scenario_warnings(self.scenario), *self.spec.warnings]
+        out["warnings"] = self.warnings
         return out
+
+    @property
+    def warnings(self) -> list[str]:
+        """What makes these numbers doubtful: the scenario's likely unmeant choices, then the step's."""
+        return [*scenario_warnings(self.scenario), *self.spec.warnings]
 
     def _trace_notes(self) -> list[str]:
         """Say so when replicas outlived the availability trace they replay (it wraps around)."""

@@ -140,7 +140,7 @@ def _context(sc: Scenario, res: Results, o: _Opts, tx: gantt.Traced, opt: Any, n
     manifest["step_model"].pop("wall_seconds", None)  # how long the micro simulation took: not reproducible
     ctx: dict[str, Any] = {
         "name": sc.name, "description": sc.description, "manifest": manifest, "notes": list(res.notes),
-        "warnings": res.summary().get("warnings", []),
+        "warnings": res.warnings,
         "scenario": sc.model_dump(mode="json", by_alias=True), "eta": res.summary()["metrics"]["eta"]["mean"],
         "command": f"hsisim report {path}{sets} --replicas {len(res.df)} --seed {o.seed}",
         "reproduce": f"hsisim run {path}{sets} --replicas {diag.replicas} --seed {o.seed}",

@@ -56,7 +56,7 @@ class Diagnosis:
     thresholds: list[dict[str, Any]]
     skipped: list[dict[str, Any]] = field(default_factory=list)  # fixes that do not apply (and why)
     notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)  # the baseline run's (``Results.summary``'s)
+    warnings: list[str] = field(default_factory=list)  # the baseline run's (``Results.warnings``)
 
     def top(self, n: int = 2) -> list[dict[str, Any]]:
         """The ``n`` best levers: fixes whose gain is at least ``MIN_GAIN`` with 95 % confidence, by gain per effort."""
@@ -154,7 +154,7 @@ def diagnose(scenario: Scenario | str | Path, *, overrides: list[str] | tuple[st
         checks = thresholds.evaluate(r.base, prep, base.summary(), r.seed, r.models, scaling=not fast)
     ranked = rank(results)
     return Diagnosis(r.base.name, n, r.seed, objective, _baseline(base), _bottlenecks(shares, ranked), ranked, checks,
-                     skipped, _notes(r.base, fast, len(todo)), base.summary().get("warnings", []))
+                     skipped, _notes(r.base, fast, len(todo)), base.warnings)
 
 
 def _shares(summary: dict[str, Any]) -> dict[str, dict[str, float]]:
