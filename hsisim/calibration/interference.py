@@ -228,6 +228,14 @@ class InterferenceProbe:
             _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps // 2,
                            self.steps, reps, self.cap_s)
 
+    def unsteadiness(self) -> float:
+        """How far the rounds disagree: the largest standard error of the in-process build and step and of
+        each k-worker loop's step, over the rounds, relative to its mean (infinite before two rounds)."""
+        series = [self.alone["build_s"], self.alone["step_s"], *(row["loop_step_s"] for row in self.table.values())]
+        if len(series[0]) < 2:
+            return math.inf
+        return max(statistics.stdev(x) / math.sqrt(len(x)) / statistics.fmean(x) for x in series)
+
     def result(self) -> dict[str, Any]:
         """The rounds pooled (at least one)."""
         mean = {key: statistics.fmean(v) for key, v in self.alone.items()}
