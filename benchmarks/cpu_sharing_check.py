@@ -72,7 +72,8 @@ def predict(config: str, cfg: dict[str, object], work: Path) -> dict[str, float]
         (it["workers"][w - 1]["loop_step_s"], it["workers"][w - 1]["loop_wait_s"])
     return {"step_s": busy / STEPS, "wait_share": m["t_data_h"]["mean"] * 3600 / busy,  # type: ignore[index]
             "probe_step_s": loop[0], "probe_wait_share": loop[1] / loop[0],
-            "calibrate_s": json.loads(profile.read_text())["probe_seconds"]}
+            "calibrate_s": json.loads(profile.read_text())["probe_seconds"],
+            "rounds": it.get("rounds", 0), "span_s": it.get("span_s", 0.0)}
 
 
 def measure(config: str, work: Path) -> dict[str, float]:
@@ -106,8 +107,9 @@ def main() -> None:
     configs = _configs()
     names = argv[1:] or list(configs)
     print("| config | round | user's loops, step (ms) | mean ± 95 % CI | step predicted | error | user's loops, data "
-          "wait (%) | mean | predicted | error (points) | calibration's own loop: step, data wait | calibrate (s) |")
-    print("|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+          "wait (%) | mean | predicted | error (points) | calibration's own loop: step, data wait | its rounds | "
+          "calibrate (s) |")
+    print("|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     pooled: dict[str, list[dict[str, float]]] = {}
     loops: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as d:
@@ -126,7 +128,8 @@ def main() -> None:
                       f"{m['step_s'] * 1e3:.1f} ± {ci95(steps) * 1e3:.1f} ms | {p['step_s'] * 1e3:.1f} ms | "
                       f"{err:+.1f} % | {', '.join(f'{100 * w:.1f}' for w in waits)} | "
                       f"{m['wait_share']:.1%} | {p['wait_share']:.1%} | {pts:+.1f} | "
-                      f"{p['probe_step_s'] * 1e3:.1f} ms, {p['probe_wait_share']:.1%} | {p['calibrate_s']:.0f} |",
+                      f"{p['probe_step_s'] * 1e3:.1f} ms, {p['probe_wait_share']:.1%} | {p['rounds']:.0f} over "
+                      f"{p['span_s']:.0f} s | {p['calibrate_s']:.0f} |",
                       flush=True)
                 pooled.setdefault(name, []).append({**{f"m_{key}": v for key, v in m.items()}, **p})
                 loops.setdefault(name, []).extend(steps)

@@ -124,6 +124,12 @@ class Interference(_Part):
     build_alone_s: Positive  # a batch built alone (back to back, as a worker builds), at ``batch``
     inline: InlinePace
     workers: list[WorkerPace] = Field(min_length=1)
+    # the rounds, the seconds from the first's start to the last's, and how far they disagree (the
+    # largest standard error of a build, a step or a loop's step over them, relative to its mean);
+    # absent from profiles written before calibration recorded them
+    rounds: Annotated[int, Field(ge=1)] | None = None
+    span_s: NonNegative | None = None
+    rounds_se: NonNegative | None = None
 
     @model_validator(mode="after")
     def _counts(self) -> Interference:

@@ -256,7 +256,7 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(monkeypatch: pyte
     probe.step, probe.build, probe.ds, probe.batch, probe.reps, probe.steps, probe.cap_s, probe.threads = (
         step, build, None, 8, 3, 10, 90.0, torch.get_num_threads())  # type: ignore[assignment]
     probe.alone = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
-    probe.table = {1: {}, 2: {}}
+    probe.table, probe.starts = {1: {}, 2: {}}, []
     probe.round()
     assert seen == [(1, 5, 10, 90.0), (2, 5, 10, 90.0)]  # a warm-up of half the steps, then the steps
 

@@ -304,6 +304,17 @@ def test_profiles_from_before_step_base_read_the_whole_step_slowdown_as_what_it_
     assert load_profile(new).data["getitem"]["interference"].workers[1].step_ratio == pytest.approx(1.3)  # as written
 
 
+def test_the_run_says_how_far_calibrations_rounds_disagreed(tmp_path: Path) -> None:
+    p = _interference_profile(tmp_path)
+    assert not any("rounds over" in n for n in resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}"])).notes)
+    prof = json.loads(p.read_text())
+    prof["data"]["modes"]["getitem"]["interference"].update({"rounds": 7, "span_s": 30.4, "rounds_se": 0.0312})
+    p.write_text(json.dumps(prof))
+    for workers in (0, 1):
+        notes = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", f"loader.num_workers={workers}"])).notes
+        assert "calibration's 7 interference rounds over 30 s agree within a standard error of 3.1 %" in " ".join(notes)
+
+
 def test_interference_rows_must_count_the_workers_from_one(tmp_path: Path) -> None:
     with pytest.raises(HsisimInputError, match="one entry per worker count"):
         load_profile(_interference_profile(tmp_path, workers=[2, 3]))

@@ -209,6 +209,7 @@ class InterferenceProbe:
         for warm in (build, self.step, self.step):
             warm()
         self.alone: dict[str, list[float]] = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
+        self.starts: list[float] = []  # when each round began
         self.table: dict[int, dict[str, list[float]]] = {
             k: {"covered": [], "owed": [], "idle_s": [], "busy_t": [], "left": [], "loop_step_s": [],
                 "loop_wait_s": [], "ready_wait_s": [], "step_alone_s": [], "steps": []}
@@ -217,6 +218,7 @@ class InterferenceProbe:
     def round(self) -> None:
         """Each alone, alternated, then the DataLoader loop with 1 … ``max_workers`` workers."""
         reps = self.reps
+        self.starts.append(time.perf_counter())
         torch.set_num_threads(self.threads)
         step_alone = statistics.median(_timed(self.step) for _ in range(reps))
         build_alone = statistics.median(_timed(self.build) for _ in range(reps))
@@ -246,6 +248,8 @@ class InterferenceProbe:
                            "build_s": mean["build_s"], "step_s": mean["step_s"]},
                 "workers": [_pooled(k, row, mean["step_alone_s"], mean["build_alone_s"])
                             for k, row in self.table.items()],
+                "rounds": len(self.starts), "span_s": self.starts[-1] - self.starts[0],
+                **({"rounds_se": self.unsteadiness()} if len(self.starts) > 1 else {}),
                 "method": "the user's batch builds and a training step, alternated in one process, and in a "
                           "DataLoader loop with k workers timed on one clock; each over its time alone; pooled "
                           f"over {len(self.alone['step_s'])} rounds"}
