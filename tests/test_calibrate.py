@@ -242,6 +242,19 @@ def test_the_contention_probes_competitors_stop_when_the_calibration_is_killed(t
             os.kill(child, signal.SIGKILL)
 
 
+def test_the_contention_probe_refuses_to_time_a_step_beside_competitors_that_never_started(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # a main module read from stdin cannot be imported again by a spawned process: its competitors die
+    # at once, and the probe used to time the step beside nothing and call it "beside k busy cores"
+    script = ("from hsisim.calibration import probes\n"
+              "probes.contention_probe(probes.builtin_net('hamida', 20, 3, 5), 4, rounds=1, reps=2)\n")
+    out = subprocess.run([sys.executable, "-"], input=script, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert "the contention probe's competitor process exited (code 1) before the step beside it was timed" in out.stderr
+
+
 def test_each_worker_counts_loop_runs_its_steps_within_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[int, int, int]] = []
     monkeypatch.setattr(interference, "_timed", lambda fn: {"step": 0.25, "build": 0.15}[fn.__name__])

@@ -179,9 +179,15 @@ def contention_probe(net: Net, batch: int, rounds: int = 3, reps: int = 9, optim
                 proc.start()
             time.sleep(0.2)  # let them start spinning
             beside = statistics.median(timer(step, reps, 1))
+            dead = [proc.exitcode for proc in procs if not proc.is_alive()]
             stop.set()
             for proc in procs:
                 proc.join()
+            if dead:  # the step was timed beside fewer competitors than k: no measurement of k
+                raise RuntimeError(f"the contention probe's competitor process exited (code {dead[0]}) before the "
+                                   "step beside it was timed: multiprocessing could not start it (is the main "
+                                   "module a file it can import again? run calibrate from a script or `hsisim "
+                                   "calibrate`)")
             ratios[k].append(beside / alone)
     return {"threads": torch.get_num_threads(), "batch": batch,
             "slowdown": [1.0, *(max(1.0, statistics.median(ratios[k])) for k in ratios)],

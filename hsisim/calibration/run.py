@@ -317,10 +317,10 @@ class _Meetings:
     middle round where the first round (every data mode's) took longer than ``SPARE_ROUND_S``.
 
     Where a round is that cheap, ``spread`` goes on with a round every sixth of ``SPAN_S`` until the
-    rounds span it, unless their loops already agree (``STEADY``): a fast step's calibration is over in
-    seconds, and its three rounds then read one stretch of a shared machine (7 s of a 13 s ``--quick``
-    calibration, batch 100 of 5x5 patches), while the machine's pace moved by a quarter within a minute
-    (the user's own loop from 24.2 to 31.9 ms a step, and the probe's loop with it; December 2026)."""
+    rounds span it, unless their loops already agree (``STEADY``): a fast step's three rounds are seconds
+    of loop in all (a 30 s ``--quick`` calibration of batch 100 of 5x5 patches began them at 4.6, 26.5 and
+    28.9 s), while the machine's pace moved by a quarter within a minute (the user's own loop from 24.2 to
+    31.9 ms a step, and the probe's loop with it; December 2026)."""
 
     clock = staticmethod(time.perf_counter)
     sleep = staticmethod(time.sleep)
