@@ -508,9 +508,6 @@ def test_calibrate_spreads_the_interference_rounds_through_the_calibration(
         def round(self) -> None:
             events.append(f"round {self.mode}")
 
-        def unsteadiness(self) -> float:
-            return 0.0  # the rounds agree: no more of them (test below)
-
         def result(self) -> dict[str, object]:
             return {"rounds": events.count(f"round {self.mode}")}
 
@@ -527,55 +524,6 @@ def test_calibrate_spreads_the_interference_rounds_through_the_calibration(
                       *(both if rounds == 3 else []), "data getitem", "data offline", *both, "checkpoint"]
     assert {m: d["interference"] for m, d in prof["data"]["modes"].items()} == {"getitem": {"rounds": rounds},
                                                                                 "offline": {"rounds": rounds}}
-
-
-@pytest.mark.parametrize(("quick", "round_s", "agree_after", "starts"), [
-    # a round before the compute probe (2 s), one after it, one after the data probes (5 s), then with
-    # --quick one 5 s after the last round's start until 30 s have passed since the first
-    (True, 1.0, None, [0, 3, 9, 14, 19, 24, 29]),
-    (True, 1.0, 5, [0, 3, 9, 14, 19]),  # the rounds agree after the fifth: no more
-    (True, 11.0, None, [0, 18]),  # a round over SPARE_ROUND_S: no middle round, none after
-    (False, 1.0, None, [0, 3, 9, 19, 29, 39, 49, 59]),  # the full calibration: one every 10 s over 60 s
-    (False, 11.0, None, [0, 13, 29]),
-])
-def test_cheap_interference_rounds_spread_over_the_span_until_they_agree(
-        quick: bool, round_s: float, agree_after: int | None, starts: list[float],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from hsisim.calibration import run as cal_run
-
-    now = [0.0]
-    begun: list[float] = []
-
-    class Probe:
-        def __init__(self, *a: object, **k: object) -> None:
-            pass
-
-        def round(self) -> None:
-            begun.append(now[0])
-            now[0] += round_s
-
-        def unsteadiness(self) -> float:
-            return 0.01 if agree_after is not None and len(begun) >= agree_after else float("inf")
-
-        def result(self) -> dict[str, object]:
-            return {}
-
-    def sleep(s: float) -> None:
-        assert s >= 0
-        now[0] += s
-
-    monkeypatch.setattr(cal_run, "InterferenceProbe", Probe)
-    monkeypatch.setattr(cal_run._Meetings, "clock", staticmethod(lambda: now[0]))
-    monkeypatch.setattr(cal_run._Meetings, "sleep", staticmethod(sleep))
-    meet = cal_run._Meetings(probes.builtin_net("hamida", 20, 3, 5), {"factory": _Cubes()}, torch.device("cpu"), 8,
-                             quick, lambda s: None)
-    meet.round()
-    now[0] += 2.0  # the compute probe
-    meet.round(spare=True)
-    now[0] += 5.0  # the data probes
-    meet.round()
-    meet.spread()
-    assert begun == starts and meet.done == len(starts)
 
 
 def test_the_rounds_disagree_by_their_largest_relative_standard_error() -> None:

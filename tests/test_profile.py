@@ -312,7 +312,7 @@ def test_the_run_says_how_far_calibrations_rounds_disagreed(tmp_path: Path) -> N
     p.write_text(json.dumps(prof))
     for workers in (0, 1):
         notes = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", f"loader.num_workers={workers}"])).notes
-        assert "calibration's 7 interference rounds over 30 s agree within a standard error of 3.1 %" in " ".join(notes)
+        assert "the profile's 7 interference rounds over 30 s agree within a standard error of 3.1 %" in " ".join(notes)
 
 
 def test_interference_rows_must_count_the_workers_from_one(tmp_path: Path) -> None:

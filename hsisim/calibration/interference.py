@@ -217,8 +217,7 @@ class InterferenceProbe:
 
     def round(self) -> None:
         """Each alone, alternated, then the DataLoader loop with 1 … ``max_workers`` workers."""
-        reps = self.reps
-        self.starts.append(time.perf_counter())
+        reps, start = self.reps, time.perf_counter()
         torch.set_num_threads(self.threads)
         step_alone = statistics.median(_timed(self.step) for _ in range(reps))
         build_alone = statistics.median(_timed(self.build) for _ in range(reps))
@@ -229,6 +228,7 @@ class InterferenceProbe:
         for k, row in self.table.items():
             _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps // 2,
                            self.steps, reps, self.cap_s)
+        self.starts.append(start)  # a whole round
 
     def unsteadiness(self) -> float:
         """How far the rounds disagree: the largest standard error of the in-process build and step and of

@@ -141,16 +141,37 @@ def compute_probe(net: Net, device: torch.device, batches: list[int], reps: int 
             "precision": "amp_fp16" if dtype == torch.float16 else "fp32", "points": points}
 
 
-def _spin(stop: Any, parent: int) -> None:
+def _spin(stop: Any, parent: int, started: Any = None) -> None:
     """A busy competitor: one core of pure-Python and NumPy work, like a loader worker building a batch,
     until ``stop`` is set or its parent (pid ``parent``) is gone: a calibration killed by a signal sets
     nothing, and its competitors spun on, each taking a core from whatever ran next (one took half of
     this 2-core VM for 6 minutes and slowed a user's training loop from 0.45 to 0.96 s a step)."""
     os.environ["OMP_NUM_THREADS"] = "1"
     a = np.random.default_rng(0).random((128, 128))
+    if started is not None:
+        started.set()  # imported and about to spin
     while not stop.is_set() and os.getppid() == parent:
         for _ in range(20):
             a = np.tanh(a)
+
+
+def _dead_competitor(code: int | None) -> RuntimeError:
+    return RuntimeError(f"the contention probe's competitor process exited (code {code}) before the step beside it "
+                        "was timed: multiprocessing could not start it (is the main module a file it can import "
+                        "again? run calibrate from a script or `hsisim calibrate`)")
+
+
+def _await_competitors(procs: list[Any], started: list[Any], timeout_s: float = 120.0) -> None:
+    """Until every competitor spins (spawned, each imports numpy and torch first, 3.3-3.6 s on the 2-core VM,
+    where a fixed 0.2 s wait had timed the step beside processes still importing), or one has exited."""
+    deadline = time.monotonic() + timeout_s
+    for proc, ready in zip(procs, started, strict=True):
+        while not ready.wait(0.05):
+            if not proc.is_alive():
+                raise _dead_competitor(proc.exitcode)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the contention probe's competitor did not start within {timeout_s:.0f} s")
+    time.sleep(0.05)  # each is past its first spin
 
 
 def contention_probe(net: Net, batch: int, rounds: int = 3, reps: int = 9, optimizer: str = "adam") -> dict[str, Any]:
@@ -174,20 +195,20 @@ def contention_probe(net: Net, batch: int, rounds: int = 3, reps: int = 9, optim
         for k in ratios:
             alone = statistics.median(timer(step, reps, 2))
             stop = ctx.Event()
-            procs = [ctx.Process(target=_spin, args=(stop, os.getpid()), daemon=True) for _ in range(k)]
+            started = [ctx.Event() for _ in range(k)]  # named: an Event made in the call can be gone too soon
+            procs = [ctx.Process(target=_spin, args=(stop, os.getpid(), s), daemon=True) for s in started]
             for proc in procs:
                 proc.start()
-            time.sleep(0.2)  # let them start spinning
-            beside = statistics.median(timer(step, reps, 1))
-            dead = [proc.exitcode for proc in procs if not proc.is_alive()]
-            stop.set()
-            for proc in procs:
-                proc.join()
+            try:
+                _await_competitors(procs, started)
+                beside = statistics.median(timer(step, reps, 1))
+                dead = [proc.exitcode for proc in procs if not proc.is_alive()]
+            finally:
+                stop.set()
+                for proc in procs:
+                    proc.join()
             if dead:  # the step was timed beside fewer competitors than k: no measurement of k
-                raise RuntimeError(f"the contention probe's competitor process exited (code {dead[0]}) before the "
-                                   "step beside it was timed: multiprocessing could not start it (is the main "
-                                   "module a file it can import again? run calibrate from a script or `hsisim "
-                                   "calibrate`)")
+                raise _dead_competitor(dead[0])
             ratios[k].append(beside / alone)
     return {"threads": torch.get_num_threads(), "batch": batch,
             "slowdown": [1.0, *(max(1.0, statistics.median(ratios[k])) for k in ratios)],

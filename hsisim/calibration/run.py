@@ -33,9 +33,6 @@ DEFAULT_PATCH = {"hamida": 5, "hybridsn": 25, "ssrn": 7, "ssftt": 13, "spectralf
 DEFAULT_PCA = {"hybridsn": 30, "ssftt": 30}
 PROBE_EXTENT = 256  # the probes cut patches from at most a 256×256 crop of large scenes
 SPARE_ROUND_S = 10.0  # --quick runs a third interference round where the first (all data modes) took less (s)
-SPAN_S = {True: 30.0, False: 60.0}  # cheap interference rounds spread over this much of a --quick (full)
-# calibration, one every sixth of it, unless their loops already agree (STEADY)
-STEADY = 0.02  # the rounds agree: each k-worker loop's step has a standard error under 2 % of it
 
 
 def parse_device(text: str) -> torch.device:
@@ -227,7 +224,6 @@ def _compute_and_data(profile: dict[str, Any], net: probes.Net, fwd: float, w: W
         meet.round(spare=True)
         data = {mode: _data(ds, label[mode], dev, batch, workers, samples, quick, say) for mode, ds in sets.items()}
         meet.round()
-        meet.spread()
         for mode, d in data.items():
             d.update(meet.result(mode))
         if user_ds is not None:  # the user's own __getitem__ and collate
@@ -314,16 +310,7 @@ class _Meetings:
     as far apart as the probes between them last, as a training run spans many moments (back to back,
     two rounds read one moment: a user's own 150-step loop moved 23.4 to 29.6 ms between two runs a
     minute apart, batch 100 of 5x5 patches, this 2-core VM, December 2026). ``--quick`` skips the
-    middle round where the first round (every data mode's) took longer than ``SPARE_ROUND_S``.
-
-    Where a round is that cheap, ``spread`` goes on with a round every sixth of ``SPAN_S`` until the
-    rounds span it, unless their loops already agree (``STEADY``): a fast step's three rounds are seconds
-    of loop in all (a 30 s ``--quick`` calibration of batch 100 of 5x5 patches began them at 4.6, 26.5 and
-    28.9 s), while the machine's pace moved by a quarter within a minute (the user's own loop from 24.2 to
-    31.9 ms a step, and the probe's loop with it; December 2026)."""
-
-    clock = staticmethod(time.perf_counter)
-    sleep = staticmethod(time.sleep)
+    middle round where the first round (every data mode's) took longer than ``SPARE_ROUND_S``."""
 
     def __init__(self, net: probes.Net, sets: dict[str, Any], dev: torch.device, batch: int, quick: bool,
                  say: Callable[[str], None]) -> None:
@@ -331,7 +318,6 @@ class _Meetings:
         self.probes = {} if dev.type != "cpu" else {
             mode: InterferenceProbe(net, ds, batch, k, steps=10 if quick else 16) for mode, ds in sets.items()}
         self.quick, self.say, self.k, self.took, self.done = quick, say, k, 0.0, 0
-        self.first = self.last = 0.0  # when the first and the last round started
 
     def round(self, spare: bool = False) -> None:
         if not self.probes or (spare and self.quick and self.took > SPARE_ROUND_S):
@@ -339,20 +325,10 @@ class _Meetings:
         self.done += 1
         self.say(f"interference probe, round {self.done}: batch builds beside the training step, 0..{self.k} "
                  "workers")
-        self.last = t0 = self.clock()
-        if self.done == 1:
-            self.first = t0
+        t0 = time.perf_counter()
         for probe in self.probes.values():
             probe.round()
-        self.took = max(self.took, self.clock() - t0)
-
-    def spread(self) -> None:
-        """Cheap rounds, one every sixth of ``SPAN_S`` after the last, until the rounds span it or agree."""
-        span = SPAN_S[self.quick]
-        while (self.probes and self.took <= SPARE_ROUND_S and self.clock() - self.first < span
-               and max(p.unsteadiness() for p in self.probes.values()) > STEADY):
-            self.sleep(max(0.0, self.last + span / 6 - self.clock()))
-            self.round()
+        self.took = max(self.took, time.perf_counter() - t0)
 
     def result(self, mode: str) -> dict[str, Any]:
         return {"interference": self.probes[mode].result()} if mode in self.probes else {}

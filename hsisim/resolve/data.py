@@ -70,7 +70,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
     # took 1.4-1.5x its time alone, and builds of it alternated with steps 0.7-1.1x their time back to back)
     scale = build / measured["build"].time(it.batch)
     if it.rounds is not None and it.rounds > 1 and it.rounds_se is not None and it.span_s is not None:
-        notes.append(f"the machine's pace: calibration's {it.rounds} interference rounds over {it.span_s:.0f} s "
+        notes.append(f"the machine's pace: the profile's {it.rounds} interference rounds over {it.span_s:.0f} s "
                      f"agree within a standard error of {100 * it.rounds_se:.1f} % (a shared machine moves; the "
                      "paces are their mean)")
     if sc.loader.num_workers == 0:
