@@ -70,6 +70,10 @@ def predict(config: str, cfg: dict[str, object], work: Path) -> dict[str, float]
     w = int(cfg["workers"])  # type: ignore[call-overload]
     loop = (it["inline"]["build_s"] + it["inline"]["step_s"], it["inline"]["build_s"]) if w == 0 else \
         (it["workers"][w - 1]["loop_step_s"], it["workers"][w - 1]["loop_wait_s"])
+    if abs(busy / STEPS / loop[0] - 1) > 0.05:  # the model, not the moment, parts from the probe's loop: show its paces
+        row = it["inline"] if w == 0 else it["workers"][w - 1]
+        print(f"prediction {busy / STEPS * 1e3:.1f} ms against calibration's own loop {loop[0] * 1e3:.1f} ms; its "
+              f"paces: {json.dumps(row)}, step alone {it['step_alone_s']}", file=sys.stderr, flush=True)
     return {"step_s": busy / STEPS, "wait_share": m["t_data_h"]["mean"] * 3600 / busy,  # type: ignore[index]
             "probe_step_s": loop[0], "probe_wait_share": loop[1] / loop[0],
             "calibrate_s": json.loads(profile.read_text())["probe_seconds"],
