@@ -66,18 +66,18 @@ def predict(config: str, cfg: dict[str, object], work: Path) -> dict[str, float]
                 cwd=work)["metrics"]
     busy = sum(m[f"t_{t}_h"]["mean"] for t in ("compute", "data", "comm", "stall")) * 3600  # type: ignore[index]
     # what calibration's own loop measured (the interference probe, at this batch and worker count)
-    it = json.loads(profile.read_text())["data"]["modes"]["factory"]["interference"]
+    calibrated = json.loads(profile.read_text())
+    it = calibrated["data"]["modes"]["factory"]["interference"]
     w = int(cfg["workers"])  # type: ignore[call-overload]
-    loop = (it["inline"]["build_s"] + it["inline"]["step_s"], it["inline"]["build_s"]) if w == 0 else \
-        (it["workers"][w - 1]["loop_step_s"], it["workers"][w - 1]["loop_wait_s"])
-    if abs(busy / STEPS / loop[0] - 1) > 0.05:  # the model, not the moment, parts from the probe's loop: show its paces
-        row = it["inline"] if w == 0 else it["workers"][w - 1]
-        print(f"prediction {busy / STEPS * 1e3:.1f} ms against calibration's own loop {loop[0] * 1e3:.1f} ms; its "
+    row = it["inline"] if w == 0 else it["workers"][w - 1]
+    loop = (row["build_s"] + row["step_s"], row["build_s"]) if w == 0 else (row["loop_step_s"], row["loop_wait_s"])
+    step = busy / STEPS
+    if abs(step / loop[0] - 1) > 0.05:  # the model, not the moment, parts from the probe's loop: show its paces
+        print(f"prediction {step * 1e3:.1f} ms against calibration's own loop {loop[0] * 1e3:.1f} ms; its "
               f"paces: {json.dumps(row)}, step alone {it['step_alone_s']}", file=sys.stderr, flush=True)
-    return {"step_s": busy / STEPS, "wait_share": m["t_data_h"]["mean"] * 3600 / busy,  # type: ignore[index]
+    return {"step_s": step, "wait_share": m["t_data_h"]["mean"] * 3600 / busy,  # type: ignore[index]
             "probe_step_s": loop[0], "probe_wait_share": loop[1] / loop[0],
-            "calibrate_s": json.loads(profile.read_text())["probe_seconds"],
-            "rounds": it.get("rounds", 0), "span_s": it.get("span_s", 0.0)}
+            "calibrate_s": calibrated["probe_seconds"], "rounds": it.get("rounds", 0), "span_s": it.get("span_s", 0.0)}
 
 
 def measure(config: str, work: Path) -> dict[str, float]:

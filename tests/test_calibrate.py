@@ -194,14 +194,10 @@ SPINNER = """
 import multiprocessing as mp, os, time
 from hsisim.calibration.probes import _spin
 
-def spin(stop, started, parent):
-    started.set()
-    _spin(stop, parent)
-
 if __name__ == "__main__":
     ctx = mp.get_context("spawn")
     started, stop = ctx.Event(), ctx.Event()  # named: an Event made in the call was gone before the child read it
-    p = ctx.Process(target=spin, args=(stop, started, os.getpid()), daemon=True)
+    p = ctx.Process(target=_spin, args=(stop, os.getpid(), started), daemon=True)
     p.start()
     assert started.wait(120)
     print(p.pid, flush=True)
