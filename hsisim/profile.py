@@ -110,8 +110,9 @@ class WorkerPace(_Part):
     handover_s: NonNegative | None = None
     handover_n: Annotated[int, Field(ge=1)] | None = None  # how many waits it is the mean of
     # the step's slowdown over all of it with k workers, where builds beside it could not explain it
-    # (then ``step_ratio`` is 1); see ``Interference._before_step_base`` for profiles without it
-    step_base: Annotated[float, Field(ge=1.0, le=1000.0)] = 1.0
+    # (then ``step_ratio`` is 1; under 1 where the machine's pace moved between the loop and the step
+    # alone); exactly 1 where they did. See ``Interference._before_step_base`` for profiles without it
+    step_base: Annotated[float, Field(gt=0.0, le=1000.0)] = 1.0
 
 
 class Interference(_Part):

@@ -247,7 +247,7 @@ def test_the_hand_over_is_the_loops_rescaled_along_the_stand_alone_fit(tmp_path:
 
 
 @pytest.mark.parametrize(("key", "value"), [("handover_s", -0.001), ("handover_s", "fast"), ("handover_n", 0),
-                                          ("step_base", 0.9), ("step_base", None)])
+                                          ("step_base", 0.0), ("step_base", -0.9), ("step_base", None)])
 def test_a_bad_loop_measurement_is_an_input_error(key: str, value: object, tmp_path: Path) -> None:
     p = _with_loop_handover(tmp_path, [None, None])
     prof = json.loads(p.read_text())
@@ -289,6 +289,20 @@ def test_a_step_slowed_throughout_the_loop_is_slowed_throughout(tmp_path: Path) 
     base = resolve_job(load_scenario(DATA_BOUND, [*other, "loader.num_workers=1"]))
     slowed = resolve_job(load_scenario(DATA_BOUND, [*other, "loader.num_workers=2"]))
     assert slowed.compute_s == pytest.approx(1.3 * base.compute_s)
+
+
+def test_a_loop_faster_than_the_step_alone_is_the_step_as_the_loop_ran_it(tmp_path: Path) -> None:
+    # the machine's pace moved between the step alone and the loop: its 0.9 is the step's time, not 1
+    p = _step_base_profile(tmp_path, [{"step_ratio": 1.75}, {"step_ratio": 1.0, "step_base": 0.9}])
+    fit = load_profile(p).compute[4]
+    alone = 0.008 * fit.time(64) / fit.time(32)  # the step alone at batch 32, along the fit to 64
+    two = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=2"]))
+    assert two.compute_s == pytest.approx(0.9 * alone)
+    assert two.paces is not None and two.paces.step == (1.0, 1.0)  # the 0.9 is all of it: no ratio beside builds
+    assert any("took 0.90x its time alone in the DataLoader loop: the machine's pace moved" in n for n in two.notes)
+    one = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"]))
+    assert one.compute_s == pytest.approx(alone) and one.paces is not None and one.paces.step == (1.75, 1.75)
+    assert not any("pace moved" in n for n in one.notes)
 
 
 def test_profiles_from_before_step_base_read_the_whole_step_slowdown_as_what_it_is(tmp_path: Path) -> None:

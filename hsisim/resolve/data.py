@@ -89,20 +89,23 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
     if row.step_base > 1.0:
         notes.append(f"a step with {row.workers} worker(s) took {row.step_base:.2f}x its time alone throughout "
                      f"the DataLoader loop, beyond what the builds beside it explain")
+    elif row.step_base < 1.0:
+        notes.append(f"a step with {row.workers} worker(s) took {row.step_base:.2f}x its time alone in the "
+                     f"DataLoader loop: the machine's pace moved between the two, and the loop's is used")
     return Data(it.build_alone_s * scale, build_cv, handover, h2d, tuple(notes), paces, (it.step_alone_s, it.batch),
                 row.step_base)
 
 
 def _step_table(w: list[WorkerPace], row: WorkerPace) -> tuple[float, ...]:
     """A step's slowdown while n workers build (index n - 1). Where the scenario's own worker count
-    put all of the step's slowdown in ``step_base`` (its builds could not explain it), none is left for
-    the time builds run (1 for every n: else it would count twice). Else a row that could not explain
-    its step takes the slowdown of the nearest worker count whose builds did (not its 1, which is no
-    measurement)."""
-    if row.step_base > 1.0:
+    put all of the step's slowdown in ``step_base`` (its builds could not explain it: it is not exactly
+    1), none is left for the time builds run (1 for every n: else it would count twice). Else a row that
+    could not explain its step takes the slowdown of the nearest worker count whose builds did (not its
+    1, which is no measurement)."""
+    if row.step_base != 1.0:
         return tuple(1.0 for _ in w)
-    explained = [p for p in w if p.step_base <= 1.0]
-    return tuple(p.step_ratio if p.step_base <= 1.0 else
+    explained = [p for p in w if p.step_base == 1.0]
+    return tuple(p.step_ratio if p.step_base == 1.0 else
                  min(explained, key=lambda e: (abs(e.workers - p.workers), e.workers)).step_ratio for p in w)
 
 
