@@ -1,6 +1,6 @@
 """hsisim's prediction against a user's own training loop that imports nothing from hsisim (run on purpose).
 
-    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...] [--user-runs K]
+    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...] [--user-runs K | --interleave]
 
 For each configuration of ``benchmarks/user_loop/hamida_user.py`` (the script a user wrote, run as
 a plain ``python`` process with PyTorch's defaults), each round does, one after the other, so that
@@ -13,6 +13,14 @@ the 2-core VM, 12 back-to-back runs of offline5 gave 23.7-31.7 ms (sd 9 % of the
 run's own 30-step blocks stayed within a few per cent. So a single loop is a poor truth, and the
 table gives every loop, their spread, and the 95 % confidence interval of their mean. It prints
 every round, then every configuration pooled over its rounds.
+
+With ``--interleave`` the user's loops sample the calibration's own moments instead: the benchmark
+calibrates in its own process (``hsisim.api.calibrate`` with the CLI's options) and, while the
+calibration waits, runs the script's loop (a fresh ``python`` process, as above) just before and
+just after each of the interference probe's rounds (``_Meetings.round``), whose loops carry the
+prediction. The prediction is compared with the mean of those loops. On this 2-core VM the pace
+moves by up to a quarter within a minute, and a --quick calibration's rounds began at 4.6, 26.5
+and 28.9 s of 30 s, so loops run tens of seconds away from the rounds sample other moments.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent / "user_loop"
@@ -52,14 +61,57 @@ def _hsisim(*args: str, cwd: Path) -> dict[str, object]:
     return json.loads(out.stdout)
 
 
+def _kwargs(cfg: dict[str, object]) -> str:
+    return json.dumps({"dataset": {"patch": cfg["patch"], "preprocess": cfg["preprocess"]},
+                       "model": {"patch": cfg["patch"]}})
+
+
 def predict(config: str, cfg: dict[str, object], work: Path) -> dict[str, float]:
     """The user's view: calibrate on the script's factories, then run a scenario that names them."""
     profile = work / f"{config}.json"
-    kwargs = json.dumps({"dataset": {"patch": cfg["patch"], "preprocess": cfg["preprocess"]},
-                         "model": {"patch": cfg["patch"]}})
     _hsisim("calibrate", "--device", "cpu", "--quick", "--model-factory", "hamida_user.py:make_model",
-            "--dataset-factory", "hamida_user.py:make_dataset", "--factory-kwargs", kwargs, "--batch",
+            "--dataset-factory", "hamida_user.py:make_dataset", "--factory-kwargs", _kwargs(cfg), "--batch",
             str(cfg["batch"]), "--out", str(profile), "--json", cwd=work)
+    return readout(config, cfg, work, profile)
+
+
+def predict_interleaved(config: str, cfg: dict[str, object], work: Path) -> tuple[dict[str, float],
+                                                                                  list[dict[str, float]]]:
+    """The same calibration (in this process, the CLI's options), with the user's loop run just before and
+    just after each interference round while the calibration waits; the prediction and those loops."""
+    import os
+    from unittest import mock
+
+    from hsisim import api
+    from hsisim.calibration.run import _Meetings
+
+    real, runs = _Meetings.round, []
+
+    def bracketed(meet: _Meetings, spare: bool = False) -> None:  # the round's own timing stays the round's
+        due = meet.due(spare)
+        if due:
+            runs.append(measure(config, work))
+        real(meet, spare)
+        if due:
+            runs.append(measure(config, work))
+
+    profile, here = work / f"{config}.json", Path.cwd()
+    os.chdir(work)  # where the CLI would run: the factories' module is found from the current directory
+    try:
+        with mock.patch.object(_Meetings, "round", bracketed):
+            api.calibrate(device="cpu", quick=True, model_factory="hamida_user.py:make_model",
+                          dataset_factory="hamida_user.py:make_dataset", factory_kwargs=_kwargs(cfg),
+                          batch=int(cfg["batch"]), out=profile)  # type: ignore[call-overload]
+    finally:
+        os.chdir(here)
+    p = readout(config, cfg, work, profile)
+    p["calibrate_s"] -= sum(u["wall_s"] for u in runs)  # the calibration's own time, without the loops
+    return p, runs
+
+
+def readout(config: str, cfg: dict[str, object], work: Path, profile: Path) -> dict[str, float]:
+    """``hsisim run`` on a scenario naming the script's factories and ``profile``: the predicted step and data
+    wait, and what calibration's own loop measured."""
     scen = work / f"{config}.yaml"
     scen.write_text(SCENARIO.format(config=config, steps=STEPS, profile=profile, **cfg))
     m = _hsisim("run", str(scen), "--json", "--allow-code", "--no-compare", "--no-levers", "--executor", "inline",
@@ -82,11 +134,17 @@ def predict(config: str, cfg: dict[str, object], work: Path) -> dict[str, float]
 
 def measure(config: str, work: Path) -> dict[str, float]:
     """The script's own loop, as the user runs it."""
+    t0 = time.perf_counter()
     out = subprocess.run([sys.executable, str(SCRIPT), config, str(STEPS)], cwd=work, capture_output=True, text=True,
                          check=True)
     d = json.loads(out.stdout)
     step, wait = d["step_s"], d["wait_s"]
-    return {"step_s": statistics.fmean(step), "wait_share": sum(wait) / sum(step), "threads": d["torch_threads"]}
+    return {"step_s": statistics.fmean(step), "wait_share": sum(wait) / sum(step), "threads": d["torch_threads"],
+            "wall_s": time.perf_counter() - t0}
+
+
+def _flag(argv: list[str], flag: str) -> tuple[bool, list[str]]:
+    return flag in argv, [a for a in argv if a != flag]
 
 
 def _user_runs(argv: list[str]) -> tuple[int, list[str]]:
@@ -106,7 +164,8 @@ def ci95(xs: list[float]) -> float:
 
 
 def main() -> None:
-    k, argv = _user_runs(sys.argv[1:])
+    interleave, argv = _flag(sys.argv[1:], "--interleave")
+    k, argv = _user_runs(argv)
     rounds = int(argv[0]) if argv else 2
     configs = _configs()
     names = argv[1:] or list(configs)
@@ -121,9 +180,12 @@ def main() -> None:
         (work / "hamida_user.py").write_text(SCRIPT.read_text())
         for name in names:
             for r in range(rounds):
-                runs = [measure(name, work) for _ in range(k)]
-                p = predict(name, configs[name], work)
-                runs += [measure(name, work) for _ in range(k)]
+                if interleave:
+                    p, runs = predict_interleaved(name, configs[name], work)
+                else:
+                    runs = [measure(name, work) for _ in range(k)]
+                    p = predict(name, configs[name], work)
+                    runs += [measure(name, work) for _ in range(k)]
                 steps, waits = [u["step_s"] for u in runs], [u["wait_share"] for u in runs]
                 m = {key: statistics.fmean(u[key] for u in runs) for key in ("step_s", "wait_share")}
                 err = 100 * (p["step_s"] / m["step_s"] - 1)

@@ -319,8 +319,12 @@ class _Meetings:
             mode: InterferenceProbe(net, ds, batch, k, steps=10 if quick else 16) for mode, ds in sets.items()}
         self.quick, self.say, self.k, self.took, self.done = quick, say, k, 0.0, 0
 
+    def due(self, spare: bool = False) -> bool:
+        """Whether this round runs (``--quick`` skips the spare one after a slow first round)."""
+        return bool(self.probes) and not (spare and self.quick and self.took > SPARE_ROUND_S)
+
     def round(self, spare: bool = False) -> None:
-        if not self.probes or (spare and self.quick and self.took > SPARE_ROUND_S):
+        if not self.due(spare):
             return
         self.done += 1
         self.say(f"interference probe, round {self.done}: batch builds beside the training step, 0..{self.k} "
