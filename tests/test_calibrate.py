@@ -179,6 +179,13 @@ def test_a_loop_past_its_cap_cuts_its_warm_up_and_its_measured_steps_short(monke
     assert computing[-1][1] == pytest.approx(0.051) and len(after) == 1 + 2  # the builds after it are all taken
     # a cap never leaves fewer than 2 measured steps, however slow
     assert len(interference._loop(*_fake_loop(monkeypatch), 1, 3, 6, 2, cap_s=0.001)[0]) == 2
+    # the builds after it: k + max(reps, 2k) = 7, but past half the cap once k + 2 are taken only those
+    assert len(interference._loop(*_fake_loop(monkeypatch), 1, 3, 6, 6)[5]) == 7
+    # one more is asked for at once, within half of a 1 ms cap; 2 ms later it is past
+    assert len(interference._loop(*_fake_loop(monkeypatch), 1, 3, 6, 6, cap_s=0.001)[5]) == 1 + 2 + 1
+    # after the (k + 2)-th, builds asked for 0, 2 and 4 ms later start within half of a 10 ms cap, the next at
+    # 9 ms does not: 3 more, not the 4 that make 7
+    assert len(interference._loop(*_fake_loop(monkeypatch), 1, 3, 6, 6, cap_s=0.010)[5]) == 1 + 2 + 3
 
 
 def test_the_loop_takes_the_hand_over_only_from_batches_built_before_they_were_asked_for(
@@ -313,7 +320,9 @@ def test_interference_probe_times_builds_and_steps_meeting() -> None:
     assert [w["workers"] for w in res["workers"]] == [1, 2]
     for w in res["workers"]:
         assert w["step_ratio"] >= 1.0 and w["build_ratio_busy"] >= w["build_ratio_idle"] > 0
-        assert w["step_base"] > 0 and (w["step_ratio"] == 1.0 or w["step_base"] == 1.0)  # one or the other
+        # one or the other: the builds explain the step (base exactly 1), or the loop's compute over the step alone
+        whole = (w["loop_step_s"] - w["loop_wait_s"]) / res["step_alone_s"]
+        assert w["step_base"] == 1.0 or (w["step_ratio"] == 1.0 and w["step_base"] == pytest.approx(whole))
         assert w["loop_step_s"] > w["loop_wait_s"] >= 0  # what the loop itself measured, for the record
         assert ("handover_s" in w) == ("handover_n" in w)
         assert 1 <= w.get("handover_n", 1) <= 4  # waits of the 4 measured steps

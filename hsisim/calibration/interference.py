@@ -8,11 +8,11 @@
   its time alone (``step_alone_s``; ``build_alone_s``: builds back to back, as a worker builds them).
 * ``workers`` (k = 1 … ``max_workers``): a real DataLoader with k workers feeding training steps, its
   workers' batch builds and the steps timed on one clock. ``step_ratio``: a step's slowdown over the
-  time a build ran beside it; ``step_base``: its slowdown over the whole step where the builds covered
-  too little of it to explain the loop's step (1 where they did; under 1 where the machine's pace
-  moved between the loop and the step alone; with 2 workers of 0.6 ms builds
-  beside a 11 ms step, the step took 1.11x its time alone while builds covered under a tenth of it,
-  batch 100 of 5x5 patches on this 2-core VM); ``build_ratio_busy``: a build's slowdown over the
+  time a build ran beside it; ``step_base``: its ratio over the whole step where the builds covered
+  too little of it to explain the loop's step (exactly 1 where they did; with 2 workers of 0.6 ms
+  builds beside a 11 ms step, the step took 1.11x its time alone while builds covered under a tenth
+  of it, batch 100 of 5x5 patches on this 2-core VM; under 1 where the machine's pace moved between
+  the loop and the step alone); ``build_ratio_busy``: a build's slowdown over the
   time a step ran beside it; ``build_ratio_idle``: k workers' builds while the training process only
   takes batches. Each over the in-process build or the step alone. ``handover_s``: the mean wait for
   a batch whose build had ended before the training process asked for it, the hand-over as the loop
@@ -97,11 +97,13 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps
     measured ones. After ``cap_s`` seconds the measured steps end where two have been measured, and
     the warm-up where half of them have passed: two workers' per-patch SVDs (a second BLAS thread
     each) beside the step's two threads on this 2-core VM once ran an 18-step loop of 0.5 s steps for
-    over 10 minutes, and another time 15 steps in 25 s (December 2026). Returns the measured
-    steps, every step, the builds of the measured steps' batches, the waits, the waits for batches a
-    worker had finished building before the training process asked (the hand-over as the loop sees
-    it), and the builds taken after the loop (the first k ran beside the last steps, the rest beside
-    no step)."""
+    over 10 minutes, and another time 15 steps in 25 s (December 2026). The builds taken after the
+    loop stop where half of ``cap_s`` has passed since the (k + 2)-th: the same two workers once
+    built at 139x a build's time alone, 40 s a batch, and took 9 of them in each of two rounds of a
+    --quick calibration that ran for 12 minutes (11x11 patches). Returns the measured steps, every
+    step, the builds of the measured steps' batches, the waits, the waits for batches a worker had
+    finished building before the training process asked (the hand-over as the loop sees it), and the
+    builds taken after the loop (the first k ran beside the last steps, the rest beside no step)."""
     computing: list[Span] = []
     every: list[Span] = []
     spans: list[Span] = []
@@ -123,7 +125,10 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps
             if e0 < t_w:
                 ready.append(t0 - t_w)
         j += 1
-    after = [next(it) for _ in range(k + max(reps, 2 * k))]  # the training process only takes batches
+    after = [next(it) for _ in range(k + 2)]  # the training process only takes batches: at least 2 beside no step
+    t_after = time.perf_counter()
+    while len(after) < k + max(reps, 2 * k) and time.perf_counter() - t_after <= cap_s / 2:
+        after.append(next(it))
     return computing, every, spans, waits, ready, after
 
 
@@ -173,7 +178,7 @@ def _pooled(k: int, row: dict[str, list[float]], step_alone: float, build_alone:
     # was predicted 8.6 % short of the loop's; 2-core VM, December 2026). The whole-step slowdown is not
     # held at 1 or more: the step alone and the loop are timed seconds apart, and where the machine's
     # pace moved between them the loop is the one to trust (held at 1, a loop's 22.2 ms of compute
-    # over a step alone of 23.7 ms was predicted 6 % over its own loop, 26.0 over 30.4 ms 16 % over)
+    # over a step alone of 23.7 ms was predicted 6 % over its own loop, 26.1 over 30.4 ms 16 % over)
     alone = row["step_alone_s"]
     noise = sum(row["steps"]) * statistics.stdev(alone) / math.sqrt(len(alone)) if len(alone) > 1 else 0.0
     explained = owed > max(0.05 * cov, 2.0 * noise) and cov > 0
