@@ -56,9 +56,17 @@ def _configs() -> dict[str, dict[str, object]]:
     return CONFIGS
 
 
+def _run(cmd: list[str], cwd: Path) -> str:
+    """A child's stdout; where it fails, its stderr too, then the error."""
+    try:
+        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True).stdout
+    except subprocess.CalledProcessError as e:
+        print(e.stderr, file=sys.stderr)
+        raise
+
+
 def _hsisim(*args: str, cwd: Path) -> dict[str, object]:
-    out = subprocess.run([sys.executable, "-m", "hsisim", *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    return json.loads(_run([sys.executable, "-m", "hsisim", *args], cwd))
 
 
 def _kwargs(cfg: dict[str, object]) -> str:
@@ -77,8 +85,10 @@ def predict(config: str, cfg: dict[str, object], work: Path) -> dict[str, float]
 
 def predict_interleaved(config: str, cfg: dict[str, object], work: Path) -> tuple[dict[str, float],
                                                                                   list[dict[str, float]]]:
-    """The same calibration (in this process, the CLI's options), with the user's loop run just before and
-    just after each interference round while the calibration waits; the prediction and those loops."""
+    """A calibration with the CLI's options, in this process (after the first, one that has calibrated
+    before: its probe's loop ran at 1.003x the user's beside it, 2-core VM), with the user's loop run just
+    before and just after each interference round while the calibration waits; the prediction and those
+    loops. The rounds' span and the calibration's seconds leave out the loops' time."""
     import os
     from unittest import mock
 
@@ -106,6 +116,7 @@ def predict_interleaved(config: str, cfg: dict[str, object], work: Path) -> tupl
         os.chdir(here)
     p = readout(config, cfg, work, profile)
     p["calibrate_s"] -= sum(u["wall_s"] for u in runs)  # the calibration's own time, without the loops
+    p["span_s"] -= sum(u["wall_s"] for u in runs[1:-1])  # from the first round's start to the last's, likewise
     return p, runs
 
 
@@ -135,9 +146,7 @@ def readout(config: str, cfg: dict[str, object], work: Path, profile: Path) -> d
 def measure(config: str, work: Path) -> dict[str, float]:
     """The script's own loop, as the user runs it."""
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, str(SCRIPT), config, str(STEPS)], cwd=work, capture_output=True, text=True,
-                         check=True)
-    d = json.loads(out.stdout)
+    d = json.loads(_run([sys.executable, str(SCRIPT), config, str(STEPS)], work))
     step, wait = d["step_s"], d["wait_s"]
     return {"step_s": statistics.fmean(step), "wait_share": sum(wait) / sum(step), "threads": d["torch_threads"],
             "wall_s": time.perf_counter() - t0}
@@ -165,6 +174,8 @@ def ci95(xs: list[float]) -> float:
 
 def main() -> None:
     interleave, argv = _flag(sys.argv[1:], "--interleave")
+    if interleave and "--user-runs" in argv:
+        sys.exit("--interleave runs the user's loop around each interference round: it takes no --user-runs")
     k, argv = _user_runs(argv)
     rounds = int(argv[0]) if argv else 2
     configs = _configs()

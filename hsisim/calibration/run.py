@@ -320,7 +320,8 @@ class _Meetings:
         self.quick, self.say, self.k, self.took, self.done = quick, say, k, 0.0, 0
 
     def due(self, spare: bool = False) -> bool:
-        """Whether this round runs (``--quick`` skips the spare one after a slow first round)."""
+        """Whether this round runs: never off the CPU (no probes), and ``--quick`` skips the spare one after a
+        slow first round."""
         return bool(self.probes) and not (spare and self.quick and self.took > SPARE_ROUND_S)
 
     def round(self, spare: bool = False) -> None:

@@ -32,8 +32,9 @@ class Data:
     # a training step's time at a batch size as the interference probe measured it (alone, or after an
     # in-process build without workers): the compute fit is rescaled to pass through it
     step_at: tuple[float, int] | None = None
-    # the step's slowdown over all of it in the DataLoader loop with the scenario's workers, where the
-    # builds beside it did not explain it (1: they did, or nothing measured it)
+    # the step's ratio over all of it in the DataLoader loop with the scenario's workers, where the
+    # builds beside it did not explain it (under 1 where the machine's pace likely moved between the
+    # loop and the step alone; 1: they did, or nothing measured it)
     step_base: float = 1.0
 
 
@@ -91,7 +92,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                      f"the DataLoader loop, beyond what the builds beside it explain")
     elif row.step_base < 1.0:
         notes.append(f"a step with {row.workers} worker(s) took {row.step_base:.2f}x its time alone in the "
-                     f"DataLoader loop: the machine's pace moved between the two, and the loop's is used")
+                     f"DataLoader loop: the machine's pace likely moved between the two, and the loop's is used")
     return Data(it.build_alone_s * scale, build_cv, handover, h2d, tuple(notes), paces, (it.step_alone_s, it.batch),
                 row.step_base)
 
