@@ -114,6 +114,12 @@ class WorkerPace(_Part):
     # alone); exactly 1 where they did. See ``Interference._before_step_base`` for profiles without it
     step_base: Annotated[float, Field(gt=0.0, le=1000.0)] = 1.0
 
+    @property
+    def explained(self) -> bool:
+        """Whether the builds beside the step explained its slowdown (``step_ratio``); else ``step_base``,
+        whatever its value, is the step's ratio over all of it."""
+        return self.step_base == 1.0
+
 
 class Interference(_Part):
     """How the user's batch builds and a training step slow each other on the machine that measured it."""

@@ -103,10 +103,10 @@ def _step_table(w: list[WorkerPace], row: WorkerPace) -> tuple[float, ...]:
     1), none is left for the time builds run (1 for every n: else it would count twice). Else a row that
     could not explain its step takes the slowdown of the nearest worker count whose builds did (not its
     1, which is no measurement)."""
-    if row.step_base != 1.0:
+    if not row.explained:
         return tuple(1.0 for _ in w)
-    explained = [p for p in w if p.step_base == 1.0]
-    return tuple(p.step_ratio if p.step_base == 1.0 else
+    explained = [p for p in w if p.explained]
+    return tuple(p.step_ratio if p.explained else
                  min(explained, key=lambda e: (abs(e.workers - p.workers), e.workers)).step_ratio for p in w)
 
 
