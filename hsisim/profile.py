@@ -89,8 +89,8 @@ Ratio = Annotated[float, Field(gt=0, le=1000.0)]
 
 
 class InlinePace(_Part):
-    """No workers: a batch build and the step after it, alternated in one process: their times (at the
-    probe's batch) and each over its time alone."""
+    """No workers: a batch build and the step after it in a DataLoader loop in one process, as a plain
+    training loop runs: their mean times (at the probe's batch) and each over its time alone."""
 
     build_ratio: Ratio
     step_ratio: Ratio

@@ -188,6 +188,17 @@ def test_a_loop_past_its_cap_cuts_its_warm_up_and_its_measured_steps_short(monke
     assert len(interference._loop(*_fake_loop(monkeypatch), 1, 3, 6, 6, cap_s=0.010)[5]) == 1 + 2 + 3
 
 
+def test_without_workers_the_loop_times_each_build_and_the_step_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # on the fake clock a build waits 2 or 5 ms (every third), a step takes 10 ms: 12, 24, 39, 51, 63, 78 ms
+    builds, steps = interference._inline_loop(*_fake_loop(monkeypatch), 2, 4)
+    assert builds == pytest.approx([0.005, 0.002, 0.002, 0.005]) and steps == pytest.approx([0.010] * 4)
+    # past half a 40 ms cap after the second step (24 ms) the warm-up ends; past the cap with two measured
+    builds, steps = interference._inline_loop(*_fake_loop(monkeypatch), 5, 6, cap_s=0.040)
+    assert builds == pytest.approx([0.005, 0.002]) and len(steps) == 2
+    # however slow, two are measured
+    assert len(interference._inline_loop(*_fake_loop(monkeypatch), 5, 6, cap_s=0.001)[0]) == 2
+
+
 def test_the_loop_takes_the_hand_over_only_from_batches_built_before_they_were_asked_for(
         monkeypatch: pytest.MonkeyPatch) -> None:
     computing, every, spans, waits, ready, after = interference._loop(*_fake_loop(monkeypatch), 1, 3, 6, 2)
@@ -263,6 +274,8 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(monkeypatch: pyte
     monkeypatch.setattr(interference, "_timed", lambda fn: {"step": 0.25, "build": 0.15}[fn.__name__])
     monkeypatch.setattr(interference, "_workers_round", lambda row, ds, batch, k, step, sa, ba, warmup, steps, reps,
                         cap: seen.append((k, warmup, steps, cap)))
+    monkeypatch.setattr(interference, "_inline_loop", lambda it, step, warmup, steps, cap: (
+        seen.append((0, warmup, steps, cap)) or ([0.3, 0.5], [0.2, 0.4])))
 
     def step() -> None: ...
 
@@ -270,11 +283,15 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(monkeypatch: pyte
 
     probe = interference.InterferenceProbe.__new__(interference.InterferenceProbe)  # its times are the fakes'
     probe.step, probe.build, probe.ds, probe.batch, probe.reps, probe.steps, probe.cap_s, probe.threads = (
-        step, build, None, 8, 3, 10, 90.0, torch.get_num_threads())  # type: ignore[assignment]
+        step, build, _Cubes(), 8, 3, 10, 90.0, torch.get_num_threads())  # type: ignore[assignment]
     probe.alone = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
     probe.table, probe.starts = {1: {}, 2: {}}, []
     probe.round()
-    assert seen == [(1, 5, 10, 90.0), (2, 5, 10, 90.0)]  # a warm-up of half the steps, then the steps
+    # no workers: a warm-up of 2, then the steps; with workers, a warm-up of half the steps
+    assert seen == [(0, 2, 10, 90.0), (1, 5, 10, 90.0), (2, 5, 10, 90.0)]
+    # the times alone are medians of the fakes; without workers, the loop's means
+    assert {key: v[0] for key, v in probe.alone.items()} == pytest.approx(
+        {"step_alone_s": 0.25, "build_alone_s": 0.15, "build_s": 0.4, "step_s": 0.3})
 
 
 def _row(covered: float, owed: float, alone: tuple[float, ...] = (0.0112,)) -> dict[str, list[float]]:
@@ -488,7 +505,7 @@ def test_calibrate_cli_writes_a_profile_that_drives_a_scenario(tmp_path: Path) -
                        [f"calibration={out}", "training.micro_batch=8", "training.global_batch=8",
                         "dataset.augmentation=none"])
     job = resolve_job(sc)
-    # no workers: the batch build and the step after it at the paces measured alternated
+    # no workers: the batch build and the step after it at the paces measured in the loop without workers
     it = loaded.data["getitem"]["interference"]
     assert [w.workers for w in it.workers] == list(range(1, min(4, os.cpu_count() or 1) + 1))
     assert job.num_workers == 0 and job.paces is None

@@ -200,9 +200,9 @@ def test_measured_paces_replace_the_share_on_the_machine_that_measured_them(tmp_
     assert one.paces.of(one.paces.build_idle, 4, grow=True) == pytest.approx(4.0)  # beyond: in proportion
     inline = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=0"]))
     assert inline.paces is None
-    assert inline.compute_s == pytest.approx(0.012 * fit.time(64) / fit.time(32))  # as measured alternated
+    assert inline.compute_s == pytest.approx(0.012 * fit.time(64) / fit.time(32))  # as measured, no workers
     assert inline.batch_build_s == pytest.approx(0.0022 * build.time(64) / build.time(32))
-    assert any("as measured alternated" in n for n in inline.notes)
+    assert any("as measured in a DataLoader loop" in n for n in inline.notes)
     other = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1", "training.threads=2"]))
     assert other.paces is None and any("measured them meeting on 4 cores with 4" in n for n in other.notes)
     assert other.compute_s == pytest.approx(load_profile(p).compute[2].time(64))  # the fits, as before

@@ -66,7 +66,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
     if it is None or measured is None:
         return Data(build, build_cv, handover, h2d, tuple(notes))
     # the build and the step at the times the interference probe measured them, rescaled to this
-    # micro-batch along the fits: the regime they meet in (alternated, or a worker's builds back to
+    # micro-batch along the fits: the regime they meet in (in turn, or a worker's builds back to
     # back) is not the one the data and compute probes time them in (a step after a per-patch PCA
     # took 1.4-1.5x its time alone, and builds of it alternated with steps 0.7-1.1x their time back to back)
     scale = build / measured["build"].time(it.batch)
@@ -75,7 +75,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                      f"agree within a standard error of {100 * it.rounds_se:.1f} % (a shared machine moves; the "
                      "paces are their mean)")
     if sc.loader.num_workers == 0:
-        notes.append(f"no workers: the batch build and the step after it as measured alternated "
+        notes.append(f"no workers: the batch build and the step after it as measured in a DataLoader loop "
                      f"({it.inline.build_s * 1e3:.1f} and {it.inline.step_s * 1e3:.1f} ms at batch {it.batch}; "
                      f"{it.inline.build_ratio:.2f}x and {it.inline.step_ratio:.2f}x their times alone)")
         return Data(it.inline.build_s * scale, build_cv, handover, h2d, tuple(notes), None,
