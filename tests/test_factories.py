@@ -40,7 +40,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copy(MODULE, tmp_path / "labnet_factories.py")
     with (tmp_path / "labnet_factories.py").open("a") as f:  # factories that go wrong, for the error tests
         f.write("\n\ndef make_number():\n    return 3\n\n\ndef make_raising():\n    raise ValueError('no data here')\n"
-                "\n\ndef make_list():\n    return [1, 2, 3]\n")
+                "\n\ndef make_list():\n    return [1, 2, 3]\n\n\ndef make_few(**kw):\n    return SlowPatches(n=20)\n")
     (tmp_path / "broken.py").write_text("def make(:\n")
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -141,6 +141,8 @@ def test_validate_loader_configurations_step_within_10_percent_wait_within_5_poi
      "--dataset-factory labnet_factories:make_raising raised ValueError: no data here"),
     (["--model-factory", "labnet_factories:make_model", "--dataset-factory", "labnet_factories:make_list"],
      "items must be (x, y) with x a tensor"),
+    (["--model-factory", "labnet_factories:make_model", "--dataset-factory", "labnet_factories:make_few",
+      "--batch", "64"], "--dataset-factory labnet_factories:make_few returned 20 samples, fewer than one batch of 64"),
     (["--model-factory", "labnet_factories:make_model", "--dataset-factory", "labnet_factories:make_dataset",
       "--factory-kwargs", "{not json"], "--factory-kwargs is not JSON"),
     (["--model-factory", "labnet_factories:make_model", "--dataset-factory", "labnet_factories:make_dataset",
@@ -155,6 +157,15 @@ def test_bad_factories_exit_2_naming_the_factory(project: Path, args: list[str],
     assert res.exit_code == 2, res.output
     assert message in res.output and "Traceback" not in res.output
     assert not out.exists()
+
+
+def test_validate_refuses_a_dataset_smaller_than_one_micro_batch(project: Path) -> None:
+    path = project / "few.yaml"
+    path.write_text(SCENARIO % {"ds": "labnet_factories:make_few", "model": "labnet_factories:make_model", "work": 1,
+                                "width": 8, "workers": 0})
+    res = runner.invoke(app, ["validate", "--scenario", str(path), "--device", "cpu", "--allow-code"])
+    assert res.exit_code == 2, res.output
+    assert "dataset.factory labnet_factories:make_few returned 20 samples, fewer than one batch of 32" in res.output
 
 
 def test_scenario_factory_errors_name_the_key(project: Path) -> None:

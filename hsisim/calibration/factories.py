@@ -109,9 +109,11 @@ def _call(f: Factory, kwargs: dict[str, Any], flat: bool, role: str) -> Any:
         raise HsisimInputError(f"{role} {f.spec} raised {type(exc).__name__}: {exc}") from None
 
 
-def make_dataset(f: Factory, kwargs: dict[str, Any], flat: bool = False) -> tuple[Dataset, tuple[int, ...]]:
-    """The user's Dataset and the shape of one sample; checks what an item looks like."""
-    role = "{dataset_factory}"
+def make_dataset(f: Factory, kwargs: dict[str, Any], flat: bool = False, batch: int | None = None,
+                 role: str = "{dataset_factory}") -> tuple[Dataset, tuple[int, ...]]:
+    """The user's Dataset and the shape of one sample; checks what an item looks like, and that it holds
+    one ``batch`` at least (the probes' and the run's DataLoaders drop a last incomplete batch, and would
+    yield nothing from a smaller one, for ever)."""
     ds = _call(f, kwargs, flat, role)
     if not (hasattr(ds, "__getitem__") and hasattr(ds, "__len__")):
         raise HsisimInputError(f"{role} {f.spec} returned a {type(ds).__name__}, not a torch Dataset "
@@ -125,6 +127,9 @@ def make_dataset(f: Factory, kwargs: dict[str, Any], flat: bool = False) -> tupl
         raise HsisimInputError(f"{role} {f.spec} returned an empty dataset")
     if not (isinstance(item, tuple | list) and len(item) == 2 and isinstance(item[0], torch.Tensor)):
         raise HsisimInputError(f"{role} {f.spec}: items must be (x, y) with x a tensor, got {type(item).__name__}")
+    if batch is not None and n < batch:
+        raise HsisimInputError(f"{role} {f.spec} returned {n} samples, fewer than one batch of {batch}: a "
+                               "DataLoader that drops the last incomplete batch has nothing to yield")
     return ds, tuple(item[0].shape)
 
 

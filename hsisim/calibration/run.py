@@ -186,7 +186,7 @@ def calibrate(*, device: str, model: str, dataset: str, quick: bool = False, pat
                                           "cores": cores, "torch_threads": torch.get_num_threads()}}
     profile["device"]["name"] = profile["fingerprint"]["device"]
     if model_factory is not None and dataset_factory is not None:
-        net, user_ds, fwd = _user_model(profile, model_factory, dataset_factory, factory_kwargs)
+        net, user_ds, fwd = _user_model(profile, model_factory, dataset_factory, factory_kwargs, batch)
         w = None
     else:
         w, user_ds = workload(model, dataset, patch, pca), None
@@ -252,14 +252,14 @@ def _check(dev: torch.device, model_factory: str | None, dataset_factory: str | 
 
 
 def _user_model(profile: dict[str, Any], model_factory: str, dataset_factory: str,
-                factory_kwargs: str | dict[str, Any] | None) -> tuple[probes.Net, Any, float]:
+                factory_kwargs: str | dict[str, Any] | None, batch: int) -> tuple[probes.Net, Any, float]:
     """The user's module and Dataset, built from their factories: (net, dataset, forward FLOPs)."""
     from hsisim.calibration import factories as fx
 
     mf = fx.load_factory(model_factory, "{model_factory}")
     df = fx.load_factory(dataset_factory, "{dataset_factory}")
     mk, dk, flat = fx.split_kwargs(factory_kwargs)
-    user_ds, shape = fx.make_dataset(df, dk, flat)
+    user_ds, shape = fx.make_dataset(df, dk, flat, batch)
     net = fx.make_net(mf, mk, shape, flat)
     stats = fx.module_stats(net.build(), shape)
     profile["model"] = {"name": mf.spec, "sample_shape": list(shape), "classes": net.classes, **stats}
