@@ -7,7 +7,9 @@ earlier probe; the user's run is a fresh process. For a getitem configuration of
 ``benchmarks/user_loop/hamida_user.py`` (default getitem11), each pair runs, one after the other, a
 fresh process and a process that first runs ``calibrate(..., quick=True)`` on the script's factories;
 both then time the script's in-process batch build and training step alternated (12 after 2 warm-up,
-medians). It prints every run. Nothing else may run on the machine meanwhile.
+medians: the interference probe's method without workers until it moved to a DataLoader loop in
+December 2026; both arms use it, so the comparison between processes holds). It prints every run.
+Nothing else may run on the machine meanwhile.
 """
 
 from __future__ import annotations

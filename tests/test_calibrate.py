@@ -31,6 +31,7 @@ from hsisim.calibration.models import MODELS, build, forward_flops, param_count 
 from hsisim.catalog.hsi_models import BUILDERS  # noqa: E402
 from hsisim.cli import app  # noqa: E402
 from hsisim.distributions import gamma_cv_for_mean_difference  # noqa: E402
+from hsisim.errors import HsisimInputError  # noqa: E402
 from hsisim.profile import load_profile  # noqa: E402
 from hsisim.resolve import resolve_job  # noqa: E402
 from hsisim.scenario import load_scenario  # noqa: E402
@@ -188,6 +189,13 @@ def test_a_loop_past_its_cap_cuts_its_warm_up_and_its_measured_steps_short(monke
     assert len(interference._loop(*_fake_loop(monkeypatch), 1, 3, 6, 6, cap_s=0.010)[5]) == 1 + 2 + 3
 
 
+def test_a_dataset_without_a_whole_batch_is_an_input_error_not_an_endless_loop() -> None:
+    it = probes.forever(torch.utils.data.DataLoader(_Cubes(), batch_size=65, drop_last=True))
+    with pytest.raises(HsisimInputError, match="a dataset of 64 samples has no whole batch of 65"):
+        next(it)
+    assert next(probes.forever(torch.utils.data.DataLoader(_Cubes(), batch_size=64, drop_last=True)))[0].shape[0] == 64
+
+
 def test_without_workers_the_loop_times_each_build_and_the_step_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
     # on the fake clock a build waits 2 or 5 ms (every third), a step takes 10 ms: 12, 24, 39, 51, 63, 78 ms
     builds, steps = interference._inline_loop(*_fake_loop(monkeypatch), 2, 4)
@@ -275,7 +283,7 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(monkeypatch: pyte
     monkeypatch.setattr(interference, "_workers_round", lambda row, ds, batch, k, step, sa, ba, warmup, steps, reps,
                         cap: seen.append((k, warmup, steps, cap)))
     monkeypatch.setattr(interference, "_inline_loop", lambda it, step, warmup, steps, cap: (
-        seen.append((0, warmup, steps, cap)) or ([0.3, 0.5], [0.2, 0.4])))
+        seen.append((0, warmup, steps, cap)) or ([0.1, 0.2, 0.6], [0.2, 0.3, 0.7])))
 
     def step() -> None: ...
 
@@ -289,9 +297,9 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(monkeypatch: pyte
     probe.round()
     # no workers: a warm-up of 2, then the steps; with workers, a warm-up of half the steps
     assert seen == [(0, 2, 10, 90.0), (1, 5, 10, 90.0), (2, 5, 10, 90.0)]
-    # the times alone are medians of the fakes; without workers, the loop's means
+    # the times alone are medians of the fakes; without workers, the loop's means (its medians: 0.2, 0.3)
     assert {key: v[0] for key, v in probe.alone.items()} == pytest.approx(
-        {"step_alone_s": 0.25, "build_alone_s": 0.15, "build_s": 0.4, "step_s": 0.3})
+        {"step_alone_s": 0.25, "build_alone_s": 0.15, "build_s": 0.3, "step_s": 0.4})
 
 
 def _row(covered: float, owed: float, alone: tuple[float, ...] = (0.0112,)) -> dict[str, list[float]]:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 torch = pytest.importorskip("torch", reason="factories build PyTorch code (pip install torch==2.13.0)")
 
+from hsisim.calibration import factories as fx  # noqa: E402
 from hsisim.calibration.validate import validate  # noqa: E402
 from hsisim.cli import app  # noqa: E402
 from hsisim.errors import HsisimInputError  # noqa: E402
@@ -166,6 +167,11 @@ def test_validate_refuses_a_dataset_smaller_than_one_micro_batch(project: Path) 
     res = runner.invoke(app, ["validate", "--scenario", str(path), "--device", "cpu", "--allow-code"])
     assert res.exit_code == 2, res.output
     assert "dataset.factory labnet_factories:make_few returned 20 samples, fewer than one batch of 32" in res.output
+    assert "Traceback" not in res.output
+    few = fx.load_factory("labnet_factories:make_few", "{dataset_factory}")
+    assert len(fx.make_dataset(few, {}, batch=20)[0]) == 20  # one whole batch is enough
+    with pytest.raises(HsisimInputError, match="returned 20 samples, fewer than one batch of 21"):
+        fx.make_dataset(few, {}, batch=21)
 
 
 def test_scenario_factory_errors_name_the_key(project: Path) -> None:

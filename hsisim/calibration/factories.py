@@ -112,8 +112,8 @@ def _call(f: Factory, kwargs: dict[str, Any], flat: bool, role: str) -> Any:
 def make_dataset(f: Factory, kwargs: dict[str, Any], flat: bool = False, batch: int | None = None,
                  role: str = "{dataset_factory}") -> tuple[Dataset, tuple[int, ...]]:
     """The user's Dataset and the shape of one sample; checks what an item looks like, and that it holds
-    one ``batch`` at least (the probes' and the run's DataLoaders drop a last incomplete batch, and would
-    yield nothing from a smaller one, for ever)."""
+    one ``batch`` at least (the probes' and the real run's DataLoaders drop a last incomplete batch: from
+    a smaller dataset they have nothing to yield)."""
     ds = _call(f, kwargs, flat, role)
     if not (hasattr(ds, "__getitem__") and hasattr(ds, "__len__")):
         raise HsisimInputError(f"{role} {f.spec} returned a {type(ds).__name__}, not a torch Dataset "
@@ -228,7 +228,7 @@ def scenario_parts(sc: Any, micro_batch: int, builtin_shape: tuple[int, ...] | N
     samples = None
     if sc.dataset.factory is not None:
         df = load_factory(sc.dataset.factory, "dataset.factory")
-        ds, shape = make_dataset(df, dict(sc.dataset.kwargs))
+        ds, shape = make_dataset(df, dict(sc.dataset.kwargs), role="dataset.factory")
         samples = len(ds)  # type: ignore[arg-type]
     else:
         assert builtin_shape is not None

@@ -8,8 +8,10 @@
   user's loop runs (``build_s``: the wait for ``next()``; ``step_s``), and its ratio to its time alone
   (``step_alone_s``; ``build_alone_s``: builds back to back, as a worker builds them). The loop, not a
   build called by hand: in one process at the same moments, hand-called builds alternated with steps
-  took 268 ms where the DataLoader's took 311 ms, and a user's loop waited 62.6-63.3 % of its step where
-  the hand-called pairs predicted 58.4-58.6 % (batch 64, per-patch PCA, 11x11, this 2-core VM).
+  took 268 ms where the DataLoader's took 311 ms, a wait share of 53.6 % where the loop's was 56.9 %;
+  and in two checks interleaved with calibration, the user's loops waited 62.6 and 63.3 % of their
+  step where the hand-called pairs predicted 58.6 and 58.4 % (batch 64, per-patch PCA, 11x11, this
+  2-core VM, December 2026).
 * ``workers`` (k = 1 … ``max_workers``): a real DataLoader with k workers feeding training steps, its
   workers' batch builds and the steps timed on one clock. ``step_ratio``: a step's slowdown over the
   time a build ran beside it; ``step_base``: its ratio over the whole step where the builds covered
@@ -49,6 +51,9 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 from hsisim.calibration.probes import Net, forever, make_training, training_step
 
 Span = tuple[float, float]
+# steps before the loop without workers is timed: the step and the build have just run alone in the
+# round, so only the loop's own start (its sampler, the first alternation) is left to pass
+INLINE_WARMUP = 2
 
 
 class _TimedBuilds(Dataset):
@@ -140,7 +145,8 @@ def _inline_loop(it: Iterator[Any], step: Callable[[], Any], warmup: int, steps:
                  ) -> tuple[list[float], list[float]]:
     """No workers: the training process builds each batch (``next(it)``), then steps, as a plain loop does.
     ``warmup`` steps, then ``steps`` measured; after ``cap_s`` seconds the measured steps end where two have
-    been measured, and the warm-up at once. Returns each measured build and step (seconds)."""
+    been measured, and the warm-up where half of ``cap_s`` has passed (as in ``_loop``). Returns each
+    measured build and step (seconds)."""
     builds: list[float] = []
     stepped: list[float] = []
     start, j = time.perf_counter(), 0
@@ -227,8 +233,8 @@ def max_workers() -> int:
 class InterferenceProbe:
     """The user's batch builds and a CPU training step in a DataLoader loop with 0 … k workers (module doc),
     one round at a time: a caller interleaves the rounds with other work (``hsisim validate`` with
-    segments of the real run) so that a shared machine's drift weighs on both. Each k-worker loop stops
-    after ``cap_s`` seconds (``_loop``)."""
+    segments of the real run) so that a shared machine's drift weighs on both. Each loop, with workers or
+    without, stops after ``cap_s`` seconds (``_loop``, ``_inline_loop``)."""
 
     def __init__(self, net: Net, ds: Dataset, batch: int, max_workers: int, reps: int = 7, steps: int = 12,
                  optimizer: str = "adam", cap_s: float = 90.0) -> None:
@@ -260,7 +266,7 @@ class InterferenceProbe:
         step_alone = statistics.median(_timed(self.step) for _ in range(reps))
         build_alone = statistics.median(_timed(self.build) for _ in range(reps))
         loader = DataLoader(self.ds, batch_size=self.batch, shuffle=True, num_workers=0, drop_last=True)
-        builds, steps = _inline_loop(forever(loader), self.step, 2, self.steps, self.cap_s)
+        builds, steps = _inline_loop(forever(loader), self.step, INLINE_WARMUP, self.steps, self.cap_s)
         for key, v in zip(self.alone, (step_alone, build_alone, statistics.fmean(builds), statistics.fmean(steps)),
                           strict=True):
             self.alone[key].append(v)

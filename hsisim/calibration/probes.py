@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from hsisim.analytic.compute import fit_line
 from hsisim.calibration.models import build
+from hsisim.errors import HsisimInputError
 
 
 class Timer:
@@ -273,8 +274,7 @@ def data_probe(ds: Dataset, batch: int, workers: list[int], pin_memory: bool, sa
     sizes = sorted({max(1, batch // 4), max(1, batch // 2), batch})
     build = []
     for b in sizes:
-        loader = DataLoader(ds, batch_size=b, shuffle=True, num_workers=0, drop_last=True)
-        it = iter(loader)
+        it = forever(DataLoader(ds, batch_size=b, shuffle=True, num_workers=0, drop_last=True))
         next(it)
         ts = []
         for _ in range(batches):
@@ -287,7 +287,7 @@ def data_probe(ds: Dataset, batch: int, workers: list[int], pin_memory: bool, sa
     for w in workers:
         loader = DataLoader(ds, batch_size=batch, shuffle=True, num_workers=w, drop_last=True,
                             pin_memory=pin_memory, persistent_workers=w > 0)
-        it = iter(loader)
+        it = forever(loader)
         next(it)
         t0 = time.perf_counter()
         for _ in range(batches):
@@ -324,6 +324,10 @@ def checkpoint_probe(model: nn.Module, opt: torch.optim.Optimizer, target: Path 
 
 
 def forever(loader: DataLoader) -> Any:
+    """The loader's batches, epoch after epoch (a dataset of fewer batches than a probe takes is read again)."""
+    if len(loader) == 0:  # it would yield nothing, for ever
+        raise HsisimInputError(f"a dataset of {len(loader.dataset)} samples has no whole batch of "  # type: ignore[arg-type]
+                               f"{loader.batch_size}: the probes' DataLoaders drop the last incomplete batch")
     while True:
         yield from loader
 
@@ -343,7 +347,7 @@ def handover_probe(ds: Dataset, batches: list[int], build: dict[str, Any], fetch
         ahead = 1.5 * max(0.0, build["a_s"] + build["c_s_per_sample"] * b)
         loader = DataLoader(ds, batch_size=b, shuffle=True, num_workers=1, prefetch_factor=2,
                             persistent_workers=True, drop_last=True)
-        it = iter(loader)
+        it = forever(loader)
         next(it)
         ts = []
         for _ in range(fetches):

@@ -440,9 +440,9 @@ def _measure_one(sc: Scenario, dev: torch.device, threads: int, t: Trainable, st
     """One process: segments of the real run between rounds of the paired probe and, on a CPU with
     loader workers, of the interference probe: how the workers' builds and the step slow each other in
     a DataLoader loop, as ``hsisim calibrate`` measures it for a user's CPU run (without it the step
-    beside one worker was predicted 8-14 % low). Without workers the paired probe's own alternation of
-    builds and steps is the regime the interference probe's in-process pairs would time again, with
-    fewer samples (their step moved 1.02-1.11x its time alone from one run to the next)."""
+    beside one worker was predicted 8-14 % low). Without workers the paired probe's own DataLoader loop
+    of builds and steps is the regime the interference probe's loop without workers would time again,
+    with fewer samples (their step moved 1.02-1.11x its time alone from one run to the next)."""
     probe = _paired(sc, dev, t) if probe_too else None
     workers = min(max_workers(), sc.loader.num_workers)
     meet = InterferenceProbe(t.net, t.dataset, sc.training.micro_batch, workers, steps=10,

@@ -68,7 +68,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
     # the build and the step at the times the interference probe measured them, rescaled to this
     # micro-batch along the fits: the regime they meet in (in turn, or a worker's builds back to
     # back) is not the one the data and compute probes time them in (a step after a per-patch PCA
-    # took 1.4-1.5x its time alone, and builds of it alternated with steps 0.7-1.1x their time back to back)
+    # took 1.4-1.5x its time alone, and builds of it in turn with steps 0.7-1.1x their time back to back)
     scale = build / measured["build"].time(it.batch)
     if it.rounds is not None and it.rounds > 1 and it.rounds_se is not None and it.span_s is not None:
         notes.append(f"the machine's pace: the profile's {it.rounds} interference rounds over {it.span_s:.0f} s "
