@@ -38,6 +38,7 @@ class Factory:
     fn: Callable[..., Any]
     file: str | None
     sha256: str | None
+    role: str  # the flag or scenario key it came from, for messages
 
     def record(self) -> dict[str, Any]:
         return {"factory": self.spec, "file": self.file, "sha256": self.sha256}
@@ -75,7 +76,7 @@ def load_factory(spec: str, role: str) -> Factory:
         raise HsisimInputError(f"{role} {spec}: {attr} is a {type(fn).__name__}, not a callable")
     src = getattr(module, "__file__", None)
     digest = hashlib.sha256(Path(src).read_bytes()).hexdigest() if src and Path(src).is_file() else None
-    return Factory(spec, fn, str(Path(src).resolve()) if src else None, digest)
+    return Factory(spec, fn, str(Path(src).resolve()) if src else None, digest, role)
 
 
 def split_kwargs(text_or_obj: str | dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any], bool]:
@@ -96,7 +97,7 @@ def split_kwargs(text_or_obj: str | dict[str, Any] | None) -> tuple[dict[str, An
     return dict(obj), dict(obj), True
 
 
-def _call(f: Factory, kwargs: dict[str, Any], flat: bool, role: str) -> Any:
+def _call(f: Factory, kwargs: dict[str, Any], flat: bool) -> Any:
     if flat:
         params: dict[str, inspect.Parameter] = {}
         with contextlib.suppress(TypeError, ValueError):  # builtins without a signature get everything
@@ -106,15 +107,16 @@ def _call(f: Factory, kwargs: dict[str, Any], flat: bool, role: str) -> Any:
     try:
         return f.fn(**kwargs)
     except Exception as exc:  # the user's code may raise anything
-        raise HsisimInputError(f"{role} {f.spec} raised {type(exc).__name__}: {exc}") from None
+        raise HsisimInputError(f"{f.role} {f.spec} raised {type(exc).__name__}: {exc}") from None
 
 
-def make_dataset(f: Factory, kwargs: dict[str, Any], flat: bool = False, batch: int | None = None,
-                 role: str = "{dataset_factory}") -> tuple[Dataset, tuple[int, ...]]:
+def make_dataset(f: Factory, kwargs: dict[str, Any], flat: bool = False, batch: int | None = None
+                 ) -> tuple[Dataset, tuple[int, ...]]:
     """The user's Dataset and the shape of one sample; checks what an item looks like, and that it holds
     one ``batch`` at least (the probes' and the real run's DataLoaders drop a last incomplete batch: from
     a smaller dataset they have nothing to yield)."""
-    ds = _call(f, kwargs, flat, role)
+    role = f.role
+    ds = _call(f, kwargs, flat)
     if not (hasattr(ds, "__getitem__") and hasattr(ds, "__len__")):
         raise HsisimInputError(f"{role} {f.spec} returned a {type(ds).__name__}, not a torch Dataset "
                                "(__getitem__ and __len__)")
@@ -144,8 +146,8 @@ def dataset_classes(ds: Any) -> int:
 
 def make_net(f: Factory, kwargs: dict[str, Any], sample_shape: tuple[int, ...], flat: bool = False) -> Net:
     """A ``Net`` that builds the user's model; the class count is read from its output."""
-    role = "{model_factory}"
-    model = _call(f, kwargs, flat, role)
+    role = f.role
+    model = _call(f, kwargs, flat)
     if not isinstance(model, nn.Module):
         raise HsisimInputError(f"{role} {f.spec} returned a {type(model).__name__}, not a torch.nn.Module")
     try:
@@ -159,7 +161,7 @@ def make_net(f: Factory, kwargs: dict[str, Any], sample_shape: tuple[int, ...], 
                                f"{getattr(out, 'shape', type(out).__name__)}")
 
     def build() -> nn.Module:
-        return _call(f, kwargs, flat, role)
+        return _call(f, kwargs, flat)
 
     return Net(f.spec, build, sample_shape, int(out.shape[1]))
 
@@ -228,7 +230,7 @@ def scenario_parts(sc: Any, micro_batch: int, builtin_shape: tuple[int, ...] | N
     samples = None
     if sc.dataset.factory is not None:
         df = load_factory(sc.dataset.factory, "dataset.factory")
-        ds, shape = make_dataset(df, dict(sc.dataset.kwargs), role="dataset.factory")
+        ds, shape = make_dataset(df, dict(sc.dataset.kwargs))
         samples = len(ds)  # type: ignore[arg-type]
     else:
         assert builtin_shape is not None

@@ -82,7 +82,7 @@ def trainable(sc: Scenario) -> Iterator[Trainable]:
     if sc.dataset.factory is not None:
         from hsisim.calibration import factories as fx
         ds, shape = fx.make_dataset(fx.load_factory(sc.dataset.factory, "dataset.factory"), dict(sc.dataset.kwargs),
-                                    batch=sc.training.micro_batch, role="dataset.factory")
+                                    batch=sc.training.micro_batch)
         net = _net(sc, shape, 0 if sc.model.factory is not None else fx.dataset_classes(ds))
         yield Trainable(net, ds, "factory", _describe(net))
         return
