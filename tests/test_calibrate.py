@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -194,6 +195,32 @@ def test_a_dataset_without_a_whole_batch_is_an_input_error_not_an_endless_loop()
     with pytest.raises(HsisimInputError, match="a dataset of 64 samples has no whole batch of 65"):
         next(it)
     assert next(probes.forever(torch.utils.data.DataLoader(_Cubes(), batch_size=64, drop_last=True)))[0].shape[0] == 64
+
+
+class _PidCubes(_Cubes):
+    """_Cubes of 16 samples that leave a file named after each process building them."""
+
+    def __init__(self, where: Path) -> None:
+        self.where = where
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        (self.where / str(os.getpid())).touch()
+        return super().__getitem__(i)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_the_loop_with_workers_keeps_its_workers_over_a_small_datasets_epochs(k: int, tmp_path: Path) -> None:
+    # 16 samples at batch 8 are 2 batches an epoch; the round takes k + 1 + 2 + 4 batches for its steps and
+    # at least k + 7 after them: over a dozen epochs. A DataLoader started its k workers again at each one
+    # (the round then timed worker start-ups); the round's k workers last the whole round
+    row: dict[str, list[float]] = {key: [] for key in ("covered", "owed", "idle_s", "busy_t", "left", "loop_step_s",
+                                                       "loop_wait_s", "ready_wait_s", "step_alone_s", "steps")}
+    interference._workers_round(row, _PidCubes(tmp_path), 8, k, lambda: None, 0.001, 0.001, 2, 4, 7, 90.0)
+    assert row["steps"] == [4] and len(list(tmp_path.iterdir())) == k
+    assert not multiprocessing.active_children()  # and end with it
 
 
 def test_without_workers_the_loop_times_each_build_and_the_step_after_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -40,13 +40,14 @@ import functools
 import math
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, default_collate
+from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 from hsisim.calibration.probes import Net, forever, make_training, training_step
 
@@ -71,6 +72,24 @@ class _TimedBuilds(Dataset):
     def __getitems__(self, idx: list[int]) -> tuple[float, list[Any]]:
         t0 = time.perf_counter()
         return t0, [self.ds[int(i)] for i in idx]
+
+
+class _Endless(Sampler[int]):
+    """Shuffled epochs of indices one after another, never ending, for the loops with workers: a DataLoader
+    ends at each epoch and, without persistent workers, starts its workers again at the next, so a dataset
+    of a few batches timed worker start-ups instead of the steady loop the paces stand for (the model adds
+    the workers' start where the user's loader starts them: each epoch, or the first with
+    ``persistent_workers``)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return sys.maxsize
+
+    def __iter__(self) -> Iterator[int]:
+        while True:
+            yield from torch.randperm(self.n).tolist()
 
 
 def _timed_collate(data: Any) -> tuple[Any, float, float]:
@@ -170,9 +189,9 @@ def _inline_loop(it: Iterator[Any], step: Callable[[], Any], warmup: int, steps:
 def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int, step: Callable[[], Any],
                    step_alone: float, build_alone: float, warmup: int, steps: int, reps: int, cap_s: float) -> None:
     """One round with k workers: the loop's times, and what the paces must have been."""
-    loader = DataLoader(_TimedBuilds(ds), batch_size=batch, shuffle=True, num_workers=k, drop_last=True,
-                        collate_fn=_timed_collate)
-    it = forever(loader)
+    loader = DataLoader(_TimedBuilds(ds), batch_size=batch, sampler=_Endless(len(ds)),  # type: ignore[arg-type]
+                        num_workers=k, drop_last=True, collate_fn=_timed_collate)
+    it = iter(loader)
     for _ in range(k + 1):  # the workers are up
         next(it)
     computing, every, spans, waits, ready, after = _loop(it, step, k, warmup, steps, reps, cap_s)
