@@ -203,6 +203,16 @@ def test_measured_paces_replace_the_share_on_the_machine_that_measured_them(tmp_
     assert inline.compute_s == pytest.approx(0.012 * fit.time(64) / fit.time(32))  # as measured, no workers
     assert inline.batch_build_s == pytest.approx(0.0022 * build.time(64) / build.time(32))
     assert any("as measured in a DataLoader loop" in n for n in inline.notes)
+    # a profile whose method says the pairs were alternated by hand (before December 2026) says so
+    prof = json.loads(p.read_text())
+    prof["data"]["modes"]["getitem"]["interference"]["method"] = (
+        "the user's batch builds and a training step, alternated in one process, and in a DataLoader loop with k "
+        "workers timed on one clock; each over its time alone; pooled over 3 rounds")
+    p.write_text(json.dumps(prof))
+    old = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=0"]))
+    assert old.compute_s == inline.compute_s and not any("as measured in a DataLoader loop" in n for n in old.notes)
+    assert any("alternated by hand (this profile predates the DataLoader loop: calibrate again)" in n
+               for n in old.notes), old.notes
     other = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1", "training.threads=2"]))
     assert other.paces is None and any("measured them meeting on 4 cores with 4" in n for n in other.notes)
     assert other.compute_s == pytest.approx(load_profile(p).compute[2].time(64))  # the fits, as before

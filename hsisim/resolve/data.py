@@ -75,7 +75,11 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                      f"agree within a standard error of {100 * it.rounds_se:.1f} % (a shared machine moves; the "
                      "paces are their mean)")
     if sc.loader.num_workers == 0:
-        notes.append(f"no workers: the batch build and the step after it as measured in a DataLoader loop "
+        # profiles written before December 2026 timed builds called by hand, alternated with steps (their
+        # method says so): medians of 7 pairs, a wait share 3-5 points under the user's loop
+        how = "as measured in a DataLoader loop" if "alternated" not in str((it.model_extra or {}).get("method")) \
+            else "as measured alternated by hand (this profile predates the DataLoader loop: calibrate again)"
+        notes.append(f"no workers: the batch build and the step after it {how} "
                      f"({it.inline.build_s * 1e3:.1f} and {it.inline.step_s * 1e3:.1f} ms at batch {it.batch}; "
                      f"{it.inline.build_ratio:.2f}x and {it.inline.step_ratio:.2f}x their times alone)")
         return Data(it.inline.build_s * scale, build_cv, handover, h2d, tuple(notes), None,
