@@ -214,13 +214,16 @@ class _PidCubes(_Cubes):
 @pytest.mark.parametrize("k", [1, 2])
 def test_the_loop_with_workers_keeps_its_workers_over_a_small_datasets_epochs(k: int, tmp_path: Path) -> None:
     # 16 samples at batch 8 are 2 batches an epoch; the round takes k + 1 + 2 + 4 batches for its steps and
-    # at least k + 7 after them: over a dozen epochs. A DataLoader started its k workers again at each one
-    # (the round then timed worker start-ups); the round's k workers last the whole round
+    # k + 7 after them (16 or 18 batches, 8 or 9 epochs). A DataLoader started its k workers again at each
+    # one (the round then timed worker start-ups); the round's k workers last the whole round
     row: dict[str, list[float]] = {key: [] for key in ("covered", "owed", "idle_s", "busy_t", "left", "loop_step_s",
                                                        "loop_wait_s", "ready_wait_s", "step_alone_s", "steps")}
+    before = set(multiprocessing.active_children())
     interference._workers_round(row, _PidCubes(tmp_path), 8, k, lambda: None, 0.001, 0.001, 2, 4, 7, 90.0)
     assert row["steps"] == [4] and len(list(tmp_path.iterdir())) == k
-    assert not multiprocessing.active_children()  # and end with it
+    assert set(multiprocessing.active_children()) <= before  # and end with it
+    with pytest.raises(HsisimInputError, match="a dataset of 16 samples has no whole batch of 17"):
+        interference._workers_round(row, _PidCubes(tmp_path), 17, k, lambda: None, 0.001, 0.001, 2, 4, 7, 90.0)
 
 
 def test_without_workers_the_loop_times_each_build_and_the_step_after_it(monkeypatch: pytest.MonkeyPatch) -> None:

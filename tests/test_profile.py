@@ -103,7 +103,7 @@ def test_a_fit_scaled_to_a_lighter_model_warns_when_its_fixed_part_is_most_of_th
 
 
 def test_the_run_prints_the_warning_of_a_step_that_rests_on_another_models_overheads() -> None:
-    # the shipped 2-core profile (HybridSN 30x25x25, a 39 ms fixed part with 2 threads) on a 15x9x9 model
+    # the shipped 2-core profile (HybridSN 30x25x25, a 31.8 ms fixed part with 2 threads) on a 15x9x9 model
     profile = ROOT / "calibration" / "cpu-amd-epyc-2core.json"
     scen = ROOT / "scenarios" / "validate" / "cpu_compute_bound.yaml"
     res = CliRunner().invoke(app, ["run", str(scen), "--set", f"calibration={profile}", "--replicas", "5", "--json",
@@ -203,7 +203,7 @@ def test_measured_paces_replace_the_share_on_the_machine_that_measured_them(tmp_
     assert inline.compute_s == pytest.approx(0.012 * fit.time(64) / fit.time(32))  # as measured, no workers
     assert inline.batch_build_s == pytest.approx(0.0022 * build.time(64) / build.time(32))
     assert any("as measured in a DataLoader loop" in n for n in inline.notes)
-    # a profile whose method says the pairs were alternated by hand (before December 2026) says so
+    # a profile whose method says the pairs were alternated by hand (before 2026-12-06, 9e5a94b) says so
     prof = json.loads(p.read_text())
     prof["data"]["modes"]["getitem"]["interference"]["method"] = (
         "the user's batch builds and a training step, alternated in one process, and in a DataLoader loop with k "

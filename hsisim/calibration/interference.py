@@ -49,7 +49,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
-from hsisim.calibration.probes import Net, forever, make_training, training_step
+from hsisim.calibration.probes import Net, forever, make_training, no_whole_batch, training_step
 
 Span = tuple[float, float]
 # steps before the loop without workers is timed: the step and the build have just run alone in the
@@ -116,6 +116,30 @@ def _timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
+class _Steps:
+    """Which of a loop's steps are measured: ``warmup`` steps, then ``steps`` measured ones. After ``cap_s``
+    seconds the measured steps end where two have been measured, and the warm-up where half of ``cap_s``
+    has passed (the next step is measured)."""
+
+    def __init__(self, warmup: int, steps: int, cap_s: float) -> None:
+        self.warmup, self.steps, self.cap_s = warmup, steps, cap_s
+        self.start, self.taken, self.measured, self.end = time.perf_counter(), 0, 0, -math.inf
+
+    def more(self) -> bool:
+        """Whether the loop takes another step."""
+        return self.measured < self.steps and not (self.measured >= 2 and self.end - self.start > self.cap_s)
+
+    def counts(self, end: float) -> bool:
+        """A step has ended at ``end``: whether it is a measured one."""
+        j, self.taken, self.end = self.taken, self.taken + 1, end
+        if j < self.warmup:
+            if end - self.start > self.cap_s / 2:
+                self.warmup = j + 1  # the warm-up is cut short: the next step is measured
+            return False
+        self.measured += 1
+        return True
+
+
 def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps: int, reps: int,
           cap_s: float = math.inf
           ) -> tuple[list[Span], list[Span], list[Span], list[float], list[float], list[tuple[Any, float, float]]]:
@@ -137,22 +161,19 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps
     spans: list[Span] = []
     waits: list[float] = []
     ready: list[float] = []
-    start, j = time.perf_counter(), 0
-    while len(computing) < steps and not (len(computing) >= 2 and every[-1][1] - start > cap_s):
+    rule = _Steps(warmup, steps, cap_s)
+    while rule.more():
         t_w = time.perf_counter()
         _, s0, e0 = next(it)
         t0 = time.perf_counter()
         step()
         every.append((t0, time.perf_counter()))
-        if j < warmup and every[-1][1] - start > cap_s / 2:
-            warmup = j + 1  # the warm-up is cut short: the next step is measured
-        elif j >= warmup:
+        if rule.counts(every[-1][1]):
             spans.append((s0, e0))
             computing.append(every[-1])
             waits.append(t0 - t_w)
             if e0 < t_w:
                 ready.append(t0 - t_w)
-        j += 1
     after = [next(it) for _ in range(k + 2)]  # the training process only takes batches: at least 2 beside no step
     t_after = time.perf_counter()
     while len(after) < k + max(reps, 2 * k) and time.perf_counter() - t_after <= cap_s / 2:
@@ -162,35 +183,32 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps
 
 def _inline_loop(it: Iterator[Any], step: Callable[[], Any], warmup: int, steps: int, cap_s: float = math.inf
                  ) -> tuple[list[float], list[float]]:
-    """No workers: the training process builds each batch (``next(it)``), then steps, as a plain loop does.
-    ``warmup`` steps, then ``steps`` measured; after ``cap_s`` seconds the measured steps end where two have
-    been measured, and the warm-up where half of ``cap_s`` has passed (as in ``_loop``). Returns each
-    measured build and step (seconds)."""
+    """No workers: the training process builds each batch (``next(it)``), then steps, as a plain loop does,
+    its steps counted and cut short as in ``_loop`` (``_Steps``). Returns each measured build and step
+    (seconds)."""
     builds: list[float] = []
     stepped: list[float] = []
-    start, j = time.perf_counter(), 0
-    while len(builds) < steps:
+    rule = _Steps(warmup, steps, cap_s)
+    while rule.more():
         t0 = time.perf_counter()
         next(it)
         t1 = time.perf_counter()
         step()
         t2 = time.perf_counter()
-        if j >= warmup:
+        if rule.counts(t2):
             builds.append(t1 - t0)
             stepped.append(t2 - t1)
-            if len(builds) >= 2 and t2 - start > cap_s:
-                break
-        elif t2 - start > cap_s / 2:
-            warmup = j + 1  # the warm-up is cut short: the next step is measured
-        j += 1
     return builds, stepped
 
 
 def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int, step: Callable[[], Any],
                    step_alone: float, build_alone: float, warmup: int, steps: int, reps: int, cap_s: float) -> None:
     """One round with k workers: the loop's times, and what the paces must have been."""
+    if len(ds) < batch:  # type: ignore[arg-type]
+        raise no_whole_batch(len(ds), batch)  # type: ignore[arg-type]
+    # batches run on across the epochs' ends, as the sampler never ends
     loader = DataLoader(_TimedBuilds(ds), batch_size=batch, sampler=_Endless(len(ds)),  # type: ignore[arg-type]
-                        num_workers=k, drop_last=True, collate_fn=_timed_collate)
+                        num_workers=k, collate_fn=_timed_collate)
     it = iter(loader)
     for _ in range(k + 1):  # the workers are up
         next(it)
@@ -315,8 +333,8 @@ class InterferenceProbe:
                 "rounds": len(self.starts), "span_s": self.starts[-1] - self.starts[0],
                 **({"rounds_se": self.unsteadiness()} if len(self.starts) > 1 else {}),
                 "method": "the user's batch builds and a training step in a DataLoader loop without workers, "
-                          "and with k workers timed on one clock; each over its time alone; pooled "
-                          f"over {len(self.alone['step_s'])} rounds"}
+                          "and with k workers (an endless sampler) timed on one clock; each over its time alone; "
+                          f"pooled over {len(self.alone['step_s'])} rounds"}
 
 
 def interference_probe(net: Net, ds: Dataset, batch: int, max_workers: int, rounds: int = 2, reps: int = 7,

@@ -323,11 +323,16 @@ def checkpoint_probe(model: nn.Module, opt: torch.optim.Optimizer, target: Path 
             "dir": str(target) if target else tempfile.gettempdir()}
 
 
+def no_whole_batch(n: int, batch: int | None) -> HsisimInputError:
+    """The error for a dataset smaller than one batch: the probes time whole batches only."""
+    return HsisimInputError(f"a dataset of {n} samples has no whole batch of {batch}: the probes' DataLoaders "
+                            "take whole batches only")
+
+
 def forever(loader: DataLoader) -> Any:
     """The loader's batches, epoch after epoch (a dataset of fewer batches than a probe takes is read again)."""
     if len(loader) == 0:  # it would yield nothing, for ever
-        raise HsisimInputError(f"a dataset of {len(loader.dataset)} samples has no whole batch of "  # type: ignore[arg-type]
-                               f"{loader.batch_size}: the probes' DataLoaders drop the last incomplete batch")
+        raise no_whole_batch(len(loader.dataset), loader.batch_size)  # type: ignore[arg-type]
     while True:
         yield from loader
 

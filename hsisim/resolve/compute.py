@@ -98,8 +98,8 @@ def compute_time(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Prof
 def _fixed_part_warning(cost: compute.LinearCost, scale: float, micro: int, measured_on: str) -> list[str]:
     """A fit scaled down to a lighter model keeps its fixed part as measured: where that part is most of
     the step it predicts, the step rests on the other model's overheads more than on this one's work.
-    (The 2-core CPU profile's fit, HybridSN 30×25×25, had a 39 ms fixed part: scaled to a 15×9×9 model
-    it predicted 43.5 ms where the step measured about 17 ms; calibrated again, 31.8 ms and 35.6 ms.)"""
+    (The shipped 2-core CPU profile's fit, HybridSN 30×25×25, has such a fixed part: scaled to a 15×9×9
+    model it predicts twice the step measured, about 17 ms; calibration/README.md gives its figures.)"""
     step = cost.time(micro)
     if scale > LIGHTER_SCALE or step <= 0 or cost.a_s <= FIXED_PART_SHARE * step:
         return []

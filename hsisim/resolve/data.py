@@ -75,7 +75,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                      f"agree within a standard error of {100 * it.rounds_se:.1f} % (a shared machine moves; the "
                      "paces are their mean)")
     if sc.loader.num_workers == 0:
-        # profiles written before December 2026 timed builds called by hand, alternated with steps (their
+        # profiles written before 2026-12-06 (9e5a94b) timed builds called by hand, alternated with steps (their
         # method says so): medians of 7 pairs, a wait share 3-5 points under the user's loop
         how = "as measured in a DataLoader loop" if "alternated" not in str((it.model_extra or {}).get("method")) \
             else "as measured alternated by hand (this profile predates the DataLoader loop: calibrate again)"
