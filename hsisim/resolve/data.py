@@ -9,7 +9,7 @@ from typing import Any
 from hsisim import catalog
 from hsisim.analytic import datapipe
 from hsisim.analytic.compute import LinearCost
-from hsisim.profile import Profile, WorkerPace
+from hsisim.profile import Interference, Profile, WorkerPace
 from hsisim.resolve.compute import Steps
 from hsisim.resolve.hardware import Hardware
 from hsisim.resolve.workload import Workload
@@ -75,11 +75,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                      f"agree within a standard error of {100 * it.rounds_se:.1f} % (a shared machine moves; the "
                      "paces are their mean)")
     if sc.loader.num_workers == 0:
-        # profiles written before 2026-12-06 (9e5a94b) timed builds called by hand, alternated with steps (their
-        # method says so): medians of 7 pairs, a wait share 3-5 points under the user's loop
-        how = "as measured in a DataLoader loop" if "alternated" not in str((it.model_extra or {}).get("method")) \
-            else "as measured alternated by hand (this profile predates the DataLoader loop: calibrate again)"
-        notes.append(f"no workers: the batch build and the step after it {how} "
+        notes.append(f"no workers: the batch build and the step after it {_inline_how(it)} "
                      f"({it.inline.build_s * 1e3:.1f} and {it.inline.step_s * 1e3:.1f} ms at batch {it.batch}; "
                      f"{it.inline.build_ratio:.2f}x and {it.inline.step_ratio:.2f}x their times alone)")
         return Data(it.inline.build_s * scale, build_cv, handover, h2d, tuple(notes), None,
@@ -99,6 +95,15 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                      f"DataLoader loop: the machine's pace likely moved between the two, and the loop's is used")
     return Data(it.build_alone_s * scale, build_cv, handover, h2d, tuple(notes), paces, (it.step_alone_s, it.batch),
                 row.step_base)
+
+
+def _inline_how(it: Interference) -> str:
+    """How the profile measured the no-worker paces: profiles written before 2026-12-06 (9e5a94b) timed builds
+    called by hand, alternated with steps (their method says so), medians of 7 pairs whose wait share read
+    3-5 points under the user's loop."""
+    if "alternated" in str((it.model_extra or {}).get("method")):
+        return "as measured alternated by hand (this profile predates the DataLoader loop: calibrate again)"
+    return "as measured in a DataLoader loop"
 
 
 def _step_table(w: list[WorkerPace], row: WorkerPace) -> tuple[float, ...]:
