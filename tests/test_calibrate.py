@@ -325,8 +325,8 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(monkeypatch: pyte
     probe.alone = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
     probe.table, probe.starts = {1: {}, 2: {}}, []
     probe.round()
-    # no workers: a warm-up of 2, then the steps; with workers, a warm-up of half the steps
-    assert seen == [(0, 2, 10, 90.0), (1, 5, 10, 90.0), (2, 5, 10, 90.0)]
+    # no workers: a warm-up of 2, then the steps; with workers, a warm-up of as many steps as are measured
+    assert seen == [(0, 2, 10, 90.0), (1, 10, 10, 90.0), (2, 10, 10, 90.0)]
     # the times alone are medians of the fakes; without workers, the loop's means (its medians: 0.2, 0.3)
     assert {key: v[0] for key, v in probe.alone.items()} == pytest.approx(
         {"step_alone_s": 0.25, "build_alone_s": 0.15, "build_s": 0.3, "step_s": 0.4})

@@ -143,19 +143,20 @@ class _Steps:
 def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps: int, reps: int,
           cap_s: float = math.inf
           ) -> tuple[list[Span], list[Span], list[Span], list[float], list[float], list[tuple[Any, float, float]]]:
-    """The DataLoader loop with k workers: ``warmup`` steps to reach its steady state (the first steps
-    after the training process has slept run faster, and the builds slower, than the rest: a 12-step
-    loop gave 1.8x for the step where 40 steps of the user's own loop gave 2.8x), then ``steps``
-    measured ones. After ``cap_s`` seconds the measured steps end where two have been measured, and
-    the warm-up where half of them have passed: two workers' per-patch SVDs (a second BLAS thread
-    each) beside the step's two threads on this 2-core VM once ran an 18-step loop of 0.5 s steps for
-    over 10 minutes, and another time 15 steps in 25 s (December 2026). The builds taken after the
-    loop stop where half of ``cap_s`` has passed since the (k + 2)-th: the same two workers once
-    built at 139x a build's time alone, 40 s a batch, and took 9 of them in each of two rounds of a
-    --quick calibration that ran for 12 minutes (11x11 patches). Returns the measured steps, every
-    step, the builds of the measured steps' batches, the waits, the waits for batches a worker had
-    finished building before the training process asked (the hand-over as the loop sees it), and the
-    builds taken after the loop (the first k ran beside the last steps, the rest beside no step)."""
+    """The DataLoader loop with k workers: ``warmup`` steps to reach its steady state (the first steps after
+    the training process has slept run faster, and the builds slower, than the rest: a 12-step loop gave 1.8x
+    for the step where 40 steps of the user's own loop gave 2.8x; a round warms up as many steps as it
+    measures: after 5, its steps 5-14 ran 1.055x its later ones, median of 8 loops, and a fresh process of the
+    user's loop 1.11x, batch 100 of 5x5 patches, 2 workers, 2-core VM, December 2026), then ``steps`` measured
+    ones. After ``cap_s`` seconds the measured steps end where two have been measured, and the warm-up where
+    half of them have passed: two workers' per-patch SVDs (a second BLAS thread each) beside the step's two
+    threads on this 2-core VM once ran an 18-step loop of 0.5 s steps for over 10 minutes, and another time 15
+    steps in 25 s (December 2026). The builds taken after the loop stop where half of ``cap_s`` has passed
+    since the (k + 2)-th: the same two workers once built at 139x a build's time alone, 40 s a batch, and took
+    9 of them in each of two rounds of a --quick calibration that ran for 12 minutes (11x11 patches). Returns
+    the measured steps, every step, the builds of the measured steps' batches, the waits, the waits for
+    batches a worker had finished building before the training process asked (the hand-over as the loop sees
+    it), and the builds taken after the loop (the first k ran beside the last steps, the rest beside no step)."""
     computing: list[Span] = []
     every: list[Span] = []
     spans: list[Span] = []
@@ -308,7 +309,7 @@ class InterferenceProbe:
                           strict=True):
             self.alone[key].append(v)
         for k, row in self.table.items():
-            _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps // 2,
+            _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps,
                            self.steps, reps, self.cap_s)
         self.starts.append(start)  # a whole round
 
