@@ -121,6 +121,16 @@ class WorkerPace(_Part):
         return self.step_base == 1.0
 
 
+class WorkerBuild(_Part):
+    """A batch build alone as a DataLoader worker runs it (torch at one thread; see ``calibration.threads``)."""
+
+    build_s: Positive  # its time, at the interference probe's batch
+    cores: Positive  # the cores it keeps busy: its process's CPU time over its wall time
+    # with the BLAS libraries limited to one thread, where one ran more (``blas`` names them)
+    one_blas_thread_s: Positive | None = None
+    blas: list[str] = Field(default_factory=list)
+
+
 class Interference(_Part):
     """How the user's batch builds and a training step slow each other on the machine that measured it."""
 
@@ -137,6 +147,7 @@ class Interference(_Part):
     rounds: Annotated[int, Field(ge=1)] | None = None
     span_s: NonNegative | None = None
     rounds_se: NonNegative | None = None
+    worker_build: WorkerBuild | None = None  # absent from profiles written before 2026-12-06
 
     @model_validator(mode="after")
     def _counts(self) -> Interference:

@@ -323,10 +323,14 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(monkeypatch: pyte
     probe.step, probe.build, probe.ds, probe.batch, probe.reps, probe.steps, probe.cap_s, probe.threads = (
         step, build, _Cubes(), 8, 3, 10, 90.0, torch.get_num_threads())  # type: ignore[assignment]
     probe.alone = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
-    probe.table, probe.starts = {1: {}, 2: {}}, []
+    probe.table, probe.starts, probe.worker_builds = {1: {}, 2: {}}, [], []
+    monkeypatch.setattr(interference.threads, "worker_build", lambda fn, reps: (
+        seen.append((-1, reps, 0, 0.0)) or {"build_s": 0.15, "cores": 1.0}) if fn is build else None)
     probe.round()
-    # no workers: a warm-up of 2, then the steps; with workers, a warm-up of as many steps as are measured
-    assert seen == [(0, 2, 10, 90.0), (1, 10, 10, 90.0), (2, 10, 10, 90.0)]
+    # the build as a worker runs it, then no workers: a warm-up of 2, then the steps; with workers, a warm-up
+    # of as many steps as are measured
+    assert seen == [(-1, 3, 0, 0.0), (0, 2, 10, 90.0), (1, 10, 10, 90.0), (2, 10, 10, 90.0)]
+    assert probe.worker_builds == [{"build_s": 0.15, "cores": 1.0}]
     # the times alone are medians of the fakes; without workers, the loop's means (its medians: 0.2, 0.3)
     assert {key: v[0] for key, v in probe.alone.items()} == pytest.approx(
         {"step_alone_s": 0.25, "build_alone_s": 0.15, "build_s": 0.3, "step_s": 0.4})
@@ -373,6 +377,7 @@ def test_interference_probe_times_builds_and_steps_meeting() -> None:
     assert set(res["inline"]) == {"build_ratio", "step_ratio", "build_s", "step_s"}
     assert all(v > 0 for v in res["inline"].values()) and res["step_alone_s"] > 0 and res["build_alone_s"] > 0
     assert [w["workers"] for w in res["workers"]] == [1, 2]
+    assert res["worker_build"]["build_s"] > 0 and res["worker_build"]["cores"] > 0  # calibration.threads' tests
     for w in res["workers"]:
         assert w["step_ratio"] >= 1.0 and w["build_ratio_busy"] >= w["build_ratio_idle"] > 0
         # one or the other: the builds explain the step (base exactly 1), or the loop's compute over the step alone

@@ -218,6 +218,50 @@ def test_measured_paces_replace_the_share_on_the_machine_that_measured_them(tmp_
     assert other.compute_s == pytest.approx(load_profile(p).compute[2].time(64))  # the fits, as before
 
 
+def _with_worker_build(tmp_path: Path, build: dict[str, object] | None) -> Path:
+    path = _interference_profile(tmp_path)
+    prof = json.loads(path.read_text())
+    if build is not None:
+        prof["data"]["modes"]["getitem"]["interference"]["worker_build"] = build
+    path.write_text(json.dumps(prof))
+    return path
+
+
+def test_a_build_that_runs_threads_of_its_own_is_a_warning_with_what_one_thread_measured(tmp_path: Path) -> None:
+    threaded = {"build_s": 0.118, "cores": 2.0, "one_blas_thread_s": 0.089, "blas": ["openblas 0.3.31 (2 threads)"]}
+
+    def warnings(build: dict[str, object] | None, *sets: str) -> tuple[str, ...]:
+        p = _with_worker_build(tmp_path, build)
+        return resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", *sets])).warnings
+
+    one = warnings(threaded, "loader.num_workers=1")
+    assert len(one) == 1 and "a batch build alone kept 2.0 cores busy (at batch 32" in one[0], one
+    assert "in each of the 1 DataLoader worker(s)" in one[0] and "oversubscribing the 4 cores" in one[0]
+    assert "(openblas 0.3.31 (2 threads) found) the same build took 89 ms against 118 ms" in one[0]
+    assert "OPENBLAS_NUM_THREADS=1" in one[0] and "worker_init_fn" in one[0]
+    inline = warnings(threaded, "loader.num_workers=0")
+    assert len(inline) == 1 and "in the training process they are still spinning" in inline[0]
+    # no BLAS library ran more than one thread: the cores, without the limited build
+    other = warnings({"build_s": 0.05, "cores": 1.8}, "loader.num_workers=2")
+    assert len(other) == 1 and "kept 1.8 cores busy" in other[0] and "the same build took" not in other[0]
+    # one core's worth, or a profile written before it was measured: nothing to say
+    assert warnings({"build_s": 0.05, "cores": 1.29, "one_blas_thread_s": 0.05, "blas": ["openblas"]}) == ()
+    assert warnings(None) == ()
+    # the step and the build do not depend on it
+    base = resolve_job(load_scenario(DATA_BOUND, [f"calibration={_with_worker_build(tmp_path, None)}"]))
+    warned = resolve_job(load_scenario(DATA_BOUND, [f"calibration={_with_worker_build(tmp_path, threaded)}"]))
+    assert (warned.compute_s, warned.batch_build_s) == (base.compute_s, base.batch_build_s)
+
+
+@pytest.mark.parametrize(("key", "value"), [("cores", 0.0), ("build_s", -0.1), ("one_blas_thread_s", 0.0),
+                                          ("blas", "openblas")])
+def test_bad_worker_build_measurements_are_input_errors(key: str, value: object, tmp_path: Path) -> None:
+    build: dict[str, object] = {"build_s": 0.118, "cores": 2.0}
+    build[key] = value
+    with pytest.raises(HsisimInputError, match=key):
+        load_profile(_with_worker_build(tmp_path, build))
+
+
 def _with_loop_handover(tmp_path: Path, values: list[tuple[float, int] | None], probe: bool = True) -> Path:
     path = _interference_profile(tmp_path)
     prof = json.loads(path.read_text())

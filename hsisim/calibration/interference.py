@@ -49,6 +49,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
+from hsisim.calibration import threads
 from hsisim.calibration.probes import Net, forever, make_training, no_whole_batch, training_step
 
 Span = tuple[float, float]
@@ -292,6 +293,7 @@ class InterferenceProbe:
             warm()
         self.alone: dict[str, list[float]] = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
         self.starts: list[float] = []  # when each round began
+        self.worker_builds: list[dict[str, Any]] = []  # each round's build as a worker runs it (threads.worker_build)
         self.table: dict[int, dict[str, list[float]]] = {
             k: {"covered": [], "owed": [], "idle_s": [], "busy_t": [], "left": [], "loop_step_s": [],
                 "loop_wait_s": [], "ready_wait_s": [], "step_alone_s": [], "steps": []}
@@ -303,6 +305,7 @@ class InterferenceProbe:
         torch.set_num_threads(self.threads)
         step_alone = statistics.median(_timed(self.step) for _ in range(reps))
         build_alone = statistics.median(_timed(self.build) for _ in range(reps))
+        self.worker_builds.append(threads.worker_build(self.build, reps))
         loader = DataLoader(self.ds, batch_size=self.batch, shuffle=True, num_workers=0, drop_last=True)
         builds, steps = _inline_loop(forever(loader), self.step, INLINE_WARMUP, self.steps, self.cap_s)
         for key, v in zip(self.alone, (step_alone, build_alone, statistics.fmean(builds), statistics.fmean(steps)),
@@ -331,6 +334,7 @@ class InterferenceProbe:
                            "build_s": mean["build_s"], "step_s": mean["step_s"]},
                 "workers": [_pooled(k, row, mean["step_alone_s"], mean["build_alone_s"])
                             for k, row in self.table.items()],
+                "worker_build": threads.pooled(self.worker_builds),
                 "rounds": len(self.starts), "span_s": self.starts[-1] - self.starts[0],
                 **({"rounds_se": self.unsteadiness()} if len(self.starts) > 1 else {}),
                 "method": "the user's batch builds and a training step in a DataLoader loop without workers, "

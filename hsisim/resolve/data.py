@@ -16,6 +16,10 @@ from hsisim.resolve.workload import Workload
 from hsisim.scenario import Scenario
 from hsisim.sim.spec import Paces
 
+# a batch build alone that keeps this many cores busy, torch at one thread as in a worker, runs threads of
+# its own (a per-patch PCA at OpenBLAS's 2 threads kept 2.0 busy, at one 1.0, on the 2-core VM)
+THREADED_BUILD = 1.3
+
 
 @dataclass(frozen=True)
 class Data:
@@ -95,6 +99,32 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                      f"DataLoader loop: the machine's pace likely moved between the two, and the loop's is used")
     return Data(it.build_alone_s * scale, build_cv, handover, h2d, tuple(notes), paces, (it.step_alone_s, it.batch),
                 row.step_base)
+
+
+def threaded_build(sc: Scenario, wl: Workload, prof: Profile | None) -> tuple[str, ...]:
+    """A warning where the profile measured this scenario's batch build keeping more than ``THREADED_BUILD``
+    cores busy on its own, as a DataLoader worker runs it (torch at one thread): a library inside the Dataset
+    runs threads of its own, which oversubscribe the cores beside the training's and spin-wait, and the loop's
+    pace then swings (``calibration.threads``). With the BLAS libraries limited to one thread, the build's
+    measured time says what limiting them would do."""
+    mode = "factory" if sc.dataset.factory is not None else sc.dataset.preprocess
+    measured = _measured(sc, prof, mode, wl)
+    it = measured.get("interference") if measured is not None else None
+    wb = it.worker_build if it is not None else None
+    if it is None or wb is None or wb.cores < THREADED_BUILD:
+        return ()
+    workers = sc.loader.num_workers
+    where = (f"in each of the {workers} DataLoader worker(s) they run beside the training's threads"
+             if workers else "in the training process they are still spinning when its step starts")
+    limited = (f" With the BLAS limited to one thread ({', '.join(wb.blas)} found) the same build took "
+               f"{wb.one_blas_thread_s * 1e3:.3g} ms against {wb.build_s * 1e3:.3g} ms."
+               if wb.one_blas_thread_s is not None else "")
+    return (f"a batch build alone kept {wb.cores:.1f} cores busy (at batch {it.batch}, torch at one thread as in a "
+            f"worker): a library inside the Dataset runs threads of its own, and {where}, oversubscribing the "
+            f"{it.cores} cores: such a loop's pace can swing for tens of seconds at a time, and the prediction holds "
+            f"for the moments calibration saw.{limited} To limit it, set OPENBLAS_NUM_THREADS=1 (MKL_NUM_THREADS=1 "
+            "for MKL) before the script starts, or call threadpoolctl.threadpool_limits(1) in the DataLoader's "
+            "worker_init_fn, and calibrate again under it to predict that run",)
 
 
 def _inline_how(it: Interference) -> str:

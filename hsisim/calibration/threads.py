@@ -1,0 +1,83 @@
+"""The threads a user's batch build runs of its own, as a DataLoader worker runs it.
+
+A worker sets torch to one intra-op thread, but the libraries inside a ``Dataset`` keep their own
+thread pools: numpy's OpenBLAS starts one thread per core in every process, workers included, and
+an SVD or a matrix product of a few hundred rows then runs on all of them. Beside the training's
+threads they oversubscribe the cores and spin-wait on each other. On the 2-core VM (December 2026),
+a per-patch PCA of 64 9x9 patches took a median 118 ms alone at OpenBLAS's 2 threads and 89 ms at
+one, with spells at 240 ms; in a user's loop with one such worker, the 10-step blocks ran at about
+260 or 430 ms, each pace for tens of seconds, where the same loop with ``OPENBLAS_NUM_THREADS=1``
+ran steadily at 193 ms (docs/model.md).
+
+``worker_build`` measures the cores a build alone keeps busy (its process's CPU time over its wall
+time, torch at one thread) and, where threadpoolctl finds a BLAS library with more than one thread,
+the same build with those libraries limited to one.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from threadpoolctl import threadpool_info, threadpool_limits
+
+# the builds are timed back to back for at least this long, so that a build of a millisecond or less
+# is not read from a CPU clock that a thread pool's last spin after the previous work still moves
+MIN_TIMED_S = 0.2
+
+
+def _clocked(fn: Callable[[], Any]) -> tuple[float, float]:
+    """``fn``'s wall time and the CPU time its process spent meanwhile, every thread's (seconds)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def _back_to_back(build: Callable[[], Any], reps: int) -> list[tuple[float, float]]:
+    """At least ``reps`` builds, and more until they have taken ``MIN_TIMED_S``."""
+    timed: list[tuple[float, float]] = []
+    while len(timed) < reps or sum(w for w, _ in timed) < MIN_TIMED_S:
+        timed.append(_clocked(build))
+    return timed
+
+
+def threaded_blas() -> list[str]:
+    """The BLAS libraries loaded in this process that run more than one thread, as threadpoolctl finds them."""
+    return [f"{p.get('internal_api', '?')} {p.get('version') or ''}".strip() + f" ({p['num_threads']} threads)"
+            for p in threadpool_info() if p.get("user_api") == "blas" and p.get("num_threads", 1) > 1]
+
+
+def worker_build(build: Callable[[], Any], reps: int) -> dict[str, Any]:
+    """A batch build alone, as a DataLoader worker runs it (torch at one intra-op thread, every other library at
+    its own count): its median wall time (``build_s``), the cores it keeps busy (``cores``: CPU time over wall
+    time, pooled), and where a BLAS library runs more than one thread (``blas``), its median with the BLAS
+    libraries limited to one thread (``one_blas_thread_s``). Torch's thread count is restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        build()  # the pools at these counts, and torch's threads gone quiet after the last step
+        timed = _back_to_back(build, reps)
+        out: dict[str, Any] = {"build_s": statistics.median(w for w, _ in timed),
+                               "cores": sum(c for _, c in timed) / sum(w for w, _ in timed)}
+        blas = threaded_blas()
+        if blas:
+            with threadpool_limits(limits=1, user_api="blas"):
+                build()
+                out["one_blas_thread_s"] = statistics.median(w for w, _ in _back_to_back(build, reps))
+            out["blas"] = blas
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+def pooled(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rounds' measurements: means of the times and of the cores (each round measured the same things)."""
+    out: dict[str, Any] = {"build_s": statistics.fmean(r["build_s"] for r in rounds),
+                           "cores": statistics.fmean(r["cores"] for r in rounds)}
+    if all("one_blas_thread_s" in r for r in rounds):
+        out["one_blas_thread_s"] = statistics.fmean(r["one_blas_thread_s"] for r in rounds)
+        out["blas"] = rounds[-1]["blas"]
+    return out
