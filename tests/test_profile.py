@@ -235,15 +235,15 @@ def test_a_build_that_runs_threads_of_its_own_is_a_warning_with_what_one_thread_
         return resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", *sets])).warnings
 
     one = warnings(threaded, "loader.num_workers=1")
-    assert len(one) == 1 and "a batch build alone kept 2.0 cores busy (at batch 32" in one[0], one
-    assert "in each of the 1 DataLoader worker(s)" in one[0] and "oversubscribing the 4 cores" in one[0]
+    assert len(one) == 1 and "a batch build alone kept 2.0 of 4 cores busy (at batch 32" in one[0], one
+    assert "each of the 1 DataLoader worker(s) of each of the 1 training process(es) on a 4-core node" in one[0]
     assert "(openblas 0.3.31 (2 threads) found) the same build took 89 ms against 118 ms" in one[0]
     assert "OPENBLAS_NUM_THREADS=1" in one[0] and "worker_init_fn" in one[0]
     inline = warnings(threaded, "loader.num_workers=0")
-    assert len(inline) == 1 and "in the training process they are still spinning" in inline[0]
+    assert len(inline) == 1 and "in each of the 1 training process(es) on a 4-core node they are still" in inline[0]
     # no BLAS library ran more than one thread: the cores, without the limited build
     other = warnings({"build_s": 0.05, "cores": 1.8}, "loader.num_workers=2")
-    assert len(other) == 1 and "kept 1.8 cores busy" in other[0] and "the same build took" not in other[0]
+    assert len(other) == 1 and "kept 1.8 of 4 cores busy" in other[0] and "the same build took" not in other[0]
     # one core's worth, or a profile written before it was measured: nothing to say
     assert warnings({"build_s": 0.05, "cores": 1.29, "one_blas_thread_s": 0.05, "blas": ["openblas"]}) == ()
     assert warnings(None) == ()

@@ -90,7 +90,7 @@ def _job(sc: Scenario, allow_code: bool) -> Job:
         paces=dp.paces,
         compute_cpu_demand=demand, compute_slowdown=_slowdown(prof, hw),
         on_demand_usd_per_node_hour=pr.on_demand_usd_per_node_hour, notes=notes,
-        warnings=cp.warnings + threaded_build(sc, wl, prof))
+        warnings=cp.warnings + threaded_build(sc, hw, wl, prof))
     return _timed(job, sc) if sc.timings is not None else job
 
 

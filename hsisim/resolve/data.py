@@ -101,7 +101,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                 row.step_base)
 
 
-def threaded_build(sc: Scenario, wl: Workload, prof: Profile | None) -> tuple[str, ...]:
+def threaded_build(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None) -> tuple[str, ...]:
     """A warning where the profile measured this scenario's batch build keeping more than ``THREADED_BUILD``
     cores busy on its own, as a DataLoader worker runs it (torch at one thread): a library inside the Dataset
     runs threads of its own, which oversubscribe the cores beside the training's and spin-wait, and the loop's
@@ -113,18 +113,21 @@ def threaded_build(sc: Scenario, wl: Workload, prof: Profile | None) -> tuple[st
     wb = it.worker_build if it is not None else None
     if it is None or wb is None or wb.cores < THREADED_BUILD:
         return ()
-    workers = sc.loader.num_workers
-    where = (f"in each of the {workers} DataLoader worker(s) they run beside the training's threads"
-             if workers else "in the training process they are still spinning when its step starts")
+    workers, ranks = sc.loader.num_workers, hw.instance.gpus
+    where = (f"each of the {workers} DataLoader worker(s) of each of the {ranks} training process(es) on a "
+             f"{hw.vcpus}-core node runs them beside the training's threads" if workers else
+             f"in each of the {ranks} training process(es) on a {hw.vcpus}-core node they are still spinning when "
+             "its step starts")
     limited = (f" With the BLAS limited to one thread ({', '.join(wb.blas)} found) the same build took "
                f"{wb.one_blas_thread_s * 1e3:.3g} ms against {wb.build_s * 1e3:.3g} ms."
                if wb.one_blas_thread_s is not None else "")
-    return (f"a batch build alone kept {wb.cores:.1f} cores busy (at batch {it.batch}, torch at one thread as in a "
-            f"worker): a library inside the Dataset runs threads of its own, and {where}, oversubscribing the "
-            f"{it.cores} cores: such a loop's pace can swing for tens of seconds at a time, and the prediction holds "
-            f"for the moments calibration saw.{limited} To limit it, set OPENBLAS_NUM_THREADS=1 (MKL_NUM_THREADS=1 "
-            "for MKL) before the script starts, or call threadpoolctl.threadpool_limits(1) in the DataLoader's "
-            "worker_init_fn, and calibrate again under it to predict that run",)
+    return (f"a batch build alone kept {wb.cores:.1f} of {it.cores} cores busy (at batch {it.batch}, torch at one "
+            f"thread as in a worker): a library inside the Dataset runs threads of its own (numpy's OpenBLAS starts "
+            f"one per core in every process), and {where}, oversubscribing the cores: such a loop's pace can swing "
+            f"for tens of seconds at a time, and the prediction holds for the moments calibration saw.{limited} To "
+            "limit it, set OPENBLAS_NUM_THREADS=1 (MKL_NUM_THREADS=1 for MKL) before the script starts, or call "
+            "threadpoolctl.threadpool_limits(1) in the DataLoader's worker_init_fn, and calibrate again under it to "
+            "predict that run",)
 
 
 def _inline_how(it: Interference) -> str:
