@@ -130,6 +130,13 @@ class WorkerBuild(_Part):
     one_blas_thread_s: Positive | None = None
     blas: list[str] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _both(self) -> WorkerBuild:
+        if (self.one_blas_thread_s is None) != (not self.blas):
+            raise ValueError("one_blas_thread_s and blas: both (the BLAS libraries limited to one thread, and the "
+                             "build's time then) or neither")
+        return self
+
 
 class Interference(_Part):
     """How the user's batch builds and a training step slow each other on the machine that measured it."""
@@ -147,7 +154,7 @@ class Interference(_Part):
     rounds: Annotated[int, Field(ge=1)] | None = None
     span_s: NonNegative | None = None
     rounds_se: NonNegative | None = None
-    worker_build: WorkerBuild | None = None  # absent from profiles written before 2026-12-06
+    worker_build: WorkerBuild | None = None  # absent from profiles written before f4dfbe6 (2026-12-06)
 
     @model_validator(mode="after")
     def _counts(self) -> Interference:

@@ -237,13 +237,18 @@ def test_a_build_that_runs_threads_of_its_own_is_a_warning_with_what_one_thread_
     one = warnings(threaded, "loader.num_workers=1")
     assert len(one) == 1 and "a batch build alone kept 2.0 of 4 cores busy (at batch 32" in one[0], one
     assert "each of the 1 DataLoader worker(s) of each of the 1 training process(es) on a 4-core node" in one[0]
-    assert "(openblas 0.3.31 (2 threads) found) the same build took 89 ms against 118 ms" in one[0]
+    assert "openblas 0.3.31 (2 threads) found: with the BLAS limited to one thread the same build alone took " \
+        "89.0 ms against 118.0 ms" in one[0]
     assert "OPENBLAS_NUM_THREADS=1" in one[0] and "worker_init_fn" in one[0]
     inline = warnings(threaded, "loader.num_workers=0")
-    assert len(inline) == 1 and "in each of the 1 training process(es) on a 4-core node they are still" in inline[0]
+    assert len(inline) == 1 and "in each of the 1 training process(es) on a 4-core node they may still" in inline[0]
     # no BLAS library ran more than one thread: the cores, without the limited build
     other = warnings({"build_s": 0.05, "cores": 1.8}, "loader.num_workers=2")
-    assert len(other) == 1 and "kept 1.8 of 4 cores busy" in other[0] and "the same build took" not in other[0]
+    assert len(other) == 1 and "kept 1.8 of 4 cores busy" in other[0] and "the same build alone took" not in other[0]
+    # no BLAS named, no BLAS advice
+    assert "OPENBLAS_NUM_THREADS" not in other[0] and "threadpool_limits(1)" in other[0]
+    # exactly at the threshold it warns
+    assert len(warnings({"build_s": 0.05, "cores": 1.3}, "loader.num_workers=2")) == 1
     # one core's worth, or a profile written before it was measured: nothing to say
     assert warnings({"build_s": 0.05, "cores": 1.29, "one_blas_thread_s": 0.05, "blas": ["openblas"]}) == ()
     assert warnings(None) == ()
@@ -254,10 +259,10 @@ def test_a_build_that_runs_threads_of_its_own_is_a_warning_with_what_one_thread_
 
 
 @pytest.mark.parametrize(("key", "value"), [("cores", 0.0), ("build_s", -0.1), ("one_blas_thread_s", 0.0),
-                                          ("blas", "openblas")])
+                                          ("blas", "openblas"), ("one_blas_thread_s", None), ("blas", [])])
 def test_bad_worker_build_measurements_are_input_errors(key: str, value: object, tmp_path: Path) -> None:
-    build: dict[str, object] = {"build_s": 0.118, "cores": 2.0}
-    build[key] = value
+    build: dict[str, object] = {"build_s": 0.118, "cores": 2.0, "one_blas_thread_s": 0.089, "blas": ["openblas"]}
+    build[key] = value  # the last two: the time at one BLAS thread without the libraries, or they without it
     with pytest.raises(HsisimInputError, match=key):
         load_profile(_with_worker_build(tmp_path, build))
 

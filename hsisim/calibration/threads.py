@@ -6,8 +6,8 @@ an SVD or a matrix product of a few hundred rows then runs on all of them. Besid
 threads they oversubscribe the cores and spin-wait on each other. On the 2-core VM (December 2026),
 a per-patch PCA of 64 9x9 patches took a median 118 ms alone at OpenBLAS's 2 threads and 89 ms at
 one, with spells at 240 ms; in a user's loop with one such worker, the 10-step blocks ran at about
-260 or 430 ms, each pace for tens of seconds, where the same loop with ``OPENBLAS_NUM_THREADS=1``
-ran steadily at 193 ms (docs/model.md).
+260 or 430 ms, each pace for tens of seconds (300-step loops 313-334 ms), where the same loop with
+``OPENBLAS_NUM_THREADS=1`` ran at 159-166 ms, its blocks within 140-192 ms (docs/model.md).
 
 ``worker_build`` measures the cores a build alone keeps busy (its process's CPU time over its wall
 time, torch at one thread) and, where threadpoolctl finds a BLAS library with more than one thread,
@@ -24,8 +24,9 @@ from typing import Any
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
-# the builds are timed back to back for at least this long, so that a build of a millisecond or less
-# is not read from a CPU clock that a thread pool's last spin after the previous work still moves
+# the builds are timed back to back for at least this long, after untimed ones for as long, so that a build
+# of a millisecond or less is not read from a CPU clock that a thread pool's spin after earlier work still
+# moves (OpenBLAS's threads spin about 2^28 cycles, ~0.1 s, before they sleep; torch's OpenMP threads less)
 MIN_TIMED_S = 0.2
 
 
@@ -37,10 +38,17 @@ def _clocked(fn: Callable[[], Any]) -> tuple[float, float]:
 
 
 def _back_to_back(build: Callable[[], Any], reps: int) -> list[tuple[float, float]]:
-    """At least ``reps`` builds, and more until they have taken ``MIN_TIMED_S``."""
+    """Untimed builds for ``MIN_TIMED_S`` (at least one), then at least ``reps`` timed ones, and more until they
+    have taken ``MIN_TIMED_S``. Other threads of this process count too (a progress display's, say)."""
+    t0 = time.perf_counter()
+    build()
+    while time.perf_counter() - t0 < MIN_TIMED_S:
+        build()
     timed: list[tuple[float, float]] = []
-    while len(timed) < reps or sum(w for w, _ in timed) < MIN_TIMED_S:
+    wall = 0.0
+    while len(timed) < reps or wall < MIN_TIMED_S:
         timed.append(_clocked(build))
+        wall += timed[-1][0]
     return timed
 
 
@@ -58,14 +66,12 @@ def worker_build(build: Callable[[], Any], reps: int) -> dict[str, Any]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        build()  # the pools at these counts, and torch's threads gone quiet after the last step
         timed = _back_to_back(build, reps)
         out: dict[str, Any] = {"build_s": statistics.median(w for w, _ in timed),
                                "cores": sum(c for _, c in timed) / sum(w for w, _ in timed)}
         blas = threaded_blas()
         if blas:
             with threadpool_limits(limits=1, user_api="blas"):
-                build()
                 out["one_blas_thread_s"] = statistics.median(w for w, _ in _back_to_back(build, reps))
             out["blas"] = blas
     finally:
@@ -74,7 +80,8 @@ def worker_build(build: Callable[[], Any], reps: int) -> dict[str, Any]:
 
 
 def pooled(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """The rounds' measurements: means of the times and of the cores (each round measured the same things)."""
+    """The rounds' measurements (at least one): means of the times and of the rounds' cores; the time at one BLAS
+    thread only where every round measured it (a library's threads are the same in every round)."""
     out: dict[str, Any] = {"build_s": statistics.fmean(r["build_s"] for r in rounds),
                            "cores": statistics.fmean(r["cores"] for r in rounds)}
     if all("one_blas_thread_s" in r for r in rounds):

@@ -102,11 +102,11 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
 
 
 def threaded_build(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None) -> tuple[str, ...]:
-    """A warning where the profile measured this scenario's batch build keeping more than ``THREADED_BUILD``
-    cores busy on its own, as a DataLoader worker runs it (torch at one thread): a library inside the Dataset
-    runs threads of its own, which oversubscribe the cores beside the training's and spin-wait, and the loop's
-    pace then swings (``calibration.threads``). With the BLAS libraries limited to one thread, the build's
-    measured time says what limiting them would do."""
+    """A warning where the profile measured this scenario's batch build keeping ``THREADED_BUILD`` cores or more
+    busy on its own, as a DataLoader worker runs it (torch at one thread): something inside the Dataset runs
+    threads of its own, which oversubscribe the cores beside the training's and spin-wait, and the loop's pace
+    then swings (``calibration.threads``). Where a BLAS library ran more than one thread, the build's time with
+    them limited to one says what limiting them would do to the build alone."""
     mode = "factory" if sc.dataset.factory is not None else sc.dataset.preprocess
     measured = _measured(sc, prof, mode, wl)
     it = measured.get("interference") if measured is not None else None
@@ -116,18 +116,21 @@ def threaded_build(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | Non
     workers, ranks = sc.loader.num_workers, hw.instance.gpus
     where = (f"each of the {workers} DataLoader worker(s) of each of the {ranks} training process(es) on a "
              f"{hw.vcpus}-core node runs them beside the training's threads" if workers else
-             f"in each of the {ranks} training process(es) on a {hw.vcpus}-core node they are still spinning when "
-             "its step starts")
-    limited = (f" With the BLAS limited to one thread ({', '.join(wb.blas)} found) the same build took "
-               f"{wb.one_blas_thread_s * 1e3:.3g} ms against {wb.build_s * 1e3:.3g} ms."
-               if wb.one_blas_thread_s is not None else "")
-    return (f"a batch build alone kept {wb.cores:.1f} of {it.cores} cores busy (at batch {it.batch}, torch at one "
-            f"thread as in a worker): a library inside the Dataset runs threads of its own (numpy's OpenBLAS starts "
-            f"one per core in every process), and {where}, oversubscribing the cores: such a loop's pace can swing "
-            f"for tens of seconds at a time, and the prediction holds for the moments calibration saw.{limited} To "
-            "limit it, set OPENBLAS_NUM_THREADS=1 (MKL_NUM_THREADS=1 for MKL) before the script starts, or call "
-            "threadpoolctl.threadpool_limits(1) in the DataLoader's worker_init_fn, and calibrate again under it to "
-            "predict that run",)
+             f"in each of the {ranks} training process(es) on a {hw.vcpus}-core node they may still be spinning "
+             "when its step starts")
+    head = (f"a batch build alone kept {wb.cores:.1f} of {it.cores} cores busy (at batch {it.batch}, torch at one "
+            f"thread as in a worker): something inside the Dataset runs threads of its own, and {where}, "
+            "oversubscribing the cores: such a loop's pace can swing for tens of seconds at a time, and the "
+            "prediction reflects only the paces calibration's loops happened to sample.")
+    if wb.one_blas_thread_s is None:
+        return (f"{head} Limit those threads to one per process (threadpoolctl.threadpool_limits(1) in the "
+                "DataLoader's worker_init_fn, or the library's own setting) and calibrate again under it to "
+                "predict that run",)
+    return (f"{head} {', '.join(wb.blas)} found: with the BLAS limited to one thread the same build alone took "
+            f"{wb.one_blas_thread_s * 1e3:.1f} ms against {wb.build_s * 1e3:.1f} ms. To limit it, set "
+            "OPENBLAS_NUM_THREADS=1 (MKL_NUM_THREADS=1 for MKL) before the script starts, or call "
+            "threadpoolctl.threadpool_limits(1) in the DataLoader's worker_init_fn, and calibrate again under it "
+            "to predict that run",)
 
 
 def _inline_how(it: Interference) -> str:
