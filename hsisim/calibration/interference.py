@@ -56,6 +56,9 @@ Span = tuple[float, float]
 # steps before the loop without workers is timed: the step and the build have just run alone in the
 # round, so only the loop's own start (its sampler, the first alternation) is left to pass
 INLINE_WARMUP = 2
+# batches each worker keeps ready (the DataLoader's default prefetch_factor, as the user's loop): when a
+# loop ends, up to this many per worker may have been built beside its last steps
+PREFETCH = 2
 
 
 class _TimedBuilds(Dataset):
@@ -153,11 +156,12 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps
     half of them have passed: two workers' per-patch SVDs (a second BLAS thread each) beside the step's two
     threads on this 2-core VM once ran an 18-step loop of 0.5 s steps for over 10 minutes, and another time 15
     steps in 25 s (December 2026). The builds taken after the loop stop where half of ``cap_s`` has passed
-    since the (k + 2)-th: the same two workers once built at 139x a build's time alone, 40 s a batch, and took
-    9 of them in each of two rounds of a --quick calibration that ran for 12 minutes (11x11 patches). Returns
+    since the (PREFETCH x k + 2)-th: the same two workers once built at 139x a build's time alone, 40 s a batch,
+    and took 9 of them in each of two rounds of a --quick calibration that ran for 12 minutes (11x11 patches). Returns
     the measured steps, every step, the builds of the measured steps' batches, the waits, the waits for
     batches a worker had finished building before the training process asked (the hand-over as the loop sees
-    it), and the builds taken after the loop (the first k ran beside the last steps, the rest beside no step)."""
+    it), and the builds taken after the loop (the first ``PREFETCH`` x k may have run beside the last steps, the rest
+    beside no step)."""
     computing: list[Span] = []
     every: list[Span] = []
     spans: list[Span] = []
@@ -176,9 +180,10 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps
             waits.append(t0 - t_w)
             if e0 < t_w:
                 ready.append(t0 - t_w)
-    after = [next(it) for _ in range(k + 2)]  # the training process only takes batches: at least 2 beside no step
+    lead = PREFETCH * k  # built, or building, when the loop ended: beside its last steps
+    after = [next(it) for _ in range(lead + 2)]  # the training process only takes batches: at least 2 beside no step
     t_after = time.perf_counter()
-    while len(after) < k + max(reps, 2 * k) and time.perf_counter() - t_after <= cap_s / 2:
+    while len(after) < lead + max(reps, 2 * k) and time.perf_counter() - t_after <= cap_s / 2:
         after.append(next(it))
     return computing, every, spans, waits, ready, after
 
@@ -210,20 +215,24 @@ def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int,
         raise no_whole_batch(len(ds), batch)  # type: ignore[arg-type]
     # batches run on across the epochs' ends, as the sampler never ends
     loader = DataLoader(_TimedBuilds(ds), batch_size=batch, sampler=_Endless(len(ds)),  # type: ignore[arg-type]
-                        num_workers=k, collate_fn=_timed_collate)
+                        num_workers=k, collate_fn=_timed_collate, prefetch_factor=PREFETCH)
     it = iter(loader)
     for _ in range(k + 1):  # the workers are up
         next(it)
     computing, every, spans, waits, ready, after = _loop(it, step, k, warmup, steps, reps, cap_s)
     del it, loader
-    idle = statistics.median(e - s for _, s, e in after[k:])
+    idle = statistics.median(e - s for _, s, e in after[PREFETCH * k:])
     row["step_alone_s"].append(step_alone)
     row["steps"].append(len(computing))
     row["loop_step_s"].append(statistics.fmean(w + b - a for w, (a, b) in zip(waits, computing, strict=True)))
     row["loop_wait_s"].append(statistics.fmean(waits))
     row["ready_wait_s"].extend(ready)
     # a step: at full pace for the part no build covered, so the covered time did the rest of its work
-    covered = sum(overlap(spans + [(s, e) for _, s, e in after[:k]], a, b) for a, b in computing)
+    # (every build taken after the loop that overlapped its last steps: with one worker and 2 batches ready,
+    # counting only the first left the last step's cover out, 0.0-0.47 of it where the second covered 0.83-1.0,
+    # and the step's slowdown beside builds read 3.24-3.46x where it was 2.65-2.94x; 4 loops, per-patch PCA at one
+    # BLAS thread, 9x9, 2-core VM, December 2026)
+    covered = sum(overlap(spans + [(s, e) for _, s, e in after], a, b) for a, b in computing)
     total = sum(b - a for a, b in computing)
     row["covered"].append(covered)
     row["owed"].append(len(computing) * step_alone - (total - covered))
