@@ -46,8 +46,8 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
     """The batch build, modelled from the catalog's CPU costs or measured by the profile's data probe."""
     micro, notes = st.micro_batch, []
     sample_bytes, build, build_cv = _modelled_build(sc, hw, wl, micro)
-    mode = "factory" if sc.dataset.factory is not None else sc.dataset.preprocess
-    measured = _measured(sc, prof, mode, wl)
+    mode = _mode(sc)
+    measured = _measured(sc, prof, wl)
     if measured is not None:
         build = measured["build"].time(micro)
         build_cv = measured["per_sample_cv"] / math.sqrt(micro)
@@ -107,8 +107,7 @@ def threaded_build(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | Non
     threads of its own, which oversubscribe the cores beside the training's and spin-wait, and the loop's pace
     then swings (``calibration.threads``). Where a BLAS library ran more than one thread, the build's time with
     them limited to one says what limiting them would do to the build alone."""
-    mode = "factory" if sc.dataset.factory is not None else sc.dataset.preprocess
-    measured = _measured(sc, prof, mode, wl)
+    measured = _measured(sc, prof, wl)
     it = measured.get("interference") if measured is not None else None
     wb = it.worker_build if it is not None else None
     if it is None or wb is None or wb.cores < THREADED_BUILD:
@@ -221,8 +220,14 @@ def _modelled_build(sc: Scenario, hw: Hardware, wl: Workload, micro: int) -> tup
     return sample_bytes, datapipe.batch_build_seconds(sample.total, micro, sample_bytes, hw.cpu), 0.0
 
 
-def _measured(sc: Scenario, prof: Profile | None, mode: str, wl: Workload) -> dict[str, Any] | None:
-    """The profile's DataLoader measurement for this preprocessing mode, if it measured this input."""
+def _mode(sc: Scenario) -> str:
+    """The profile's data mode this scenario's batches are built in: the user's factory, or a preprocessing."""
+    return "factory" if sc.dataset.factory is not None else sc.dataset.preprocess
+
+
+def _measured(sc: Scenario, prof: Profile | None, wl: Workload) -> dict[str, Any] | None:
+    """The profile's DataLoader measurement for the scenario's data mode, if it measured this input."""
+    mode = _mode(sc)
     measured = prof.data.get(mode) if prof is not None else None
     if measured is None:
         return None
