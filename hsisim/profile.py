@@ -64,7 +64,10 @@ class Contention(_Part):
     """A CPU training step's slowdown beside k busy single-core competitors (index k; [0] = 1)."""
 
     threads: Annotated[int, Field(ge=1)]
-    slowdown: list[Annotated[float, Field(ge=1.0, le=100.0)]] = Field(min_length=2)
+    # bounded as the profile's other ratios are: the probe measures above 100 for a step of a millisecond or
+    # less (two spinning competitors beside its two threads on the 2-core VM, micro-batch 8), and a bound of
+    # 100 made calibrate and validate fail on their own measurement
+    slowdown: list[Annotated[float, Field(ge=1.0, le=1000.0)]] = Field(min_length=2)
 
 
 class ThreadFits(_Part):

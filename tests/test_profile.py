@@ -175,6 +175,24 @@ def test_bad_all_reduce_quantiles_are_input_errors(quantiles: list[float], tmp_p
         load_profile(bad)
 
 
+@pytest.mark.parametrize("slowdown", [150.0, 1000.0])
+def test_a_contention_slowdown_the_probe_measures_for_a_tiny_step_is_read(slowdown: float, tmp_path: Path) -> None:
+    prof = json.loads(_profile(tmp_path).read_text())
+    prof["compute"]["contention"] = {"threads": 2, "slowdown": [1.0, 3.0, slowdown]}
+    (tmp_path / "c.json").write_text(json.dumps(prof))
+    contention = load_profile(tmp_path / "c.json").contention
+    assert contention is not None and contention.slowdown[2] == slowdown
+
+
+@pytest.mark.parametrize("slowdown", [1000.5, 0.9])
+def test_a_contention_slowdown_out_of_bounds_is_an_input_error(slowdown: float, tmp_path: Path) -> None:
+    prof = json.loads(_profile(tmp_path).read_text())
+    prof["compute"]["contention"] = {"threads": 2, "slowdown": [1.0, slowdown]}
+    (tmp_path / "c.json").write_text(json.dumps(prof))
+    with pytest.raises(HsisimInputError, match=r"contention\.slowdown"):
+        load_profile(tmp_path / "c.json")
+
+
 def _interference_profile(tmp_path: Path, workers: list[int] | None = None) -> Path:
     prof = json.loads(_profile(tmp_path).read_text())
     rows = [{"workers": k, "step_ratio": 1.5 + 0.25 * k, "build_ratio_idle": 1.0 * k, "build_ratio_busy": 4.0 * k}
