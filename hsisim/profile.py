@@ -89,6 +89,14 @@ class Device(_Part):
 
 
 Ratio = Annotated[float, Field(gt=0, le=1000.0)]
+# the fastest and the slowest 10-step block of a loop's steps over the rounds (seconds a step, its wait
+# included); absent from profiles written before 2026-12-06 and where the loops gave fewer than two blocks
+Blocks = Annotated[list[Positive], Field(min_length=2, max_length=2)]
+
+
+def _in_order(blocks: list[float] | None) -> None:
+    if blocks is not None and blocks[0] > blocks[1]:
+        raise ValueError("block_step_s: the fastest block's step, then the slowest's")
 
 
 class InlinePace(_Part):
@@ -99,6 +107,12 @@ class InlinePace(_Part):
     step_ratio: Ratio
     build_s: Positive
     step_s: Positive
+    block_step_s: Blocks | None = None
+
+    @model_validator(mode="after")
+    def _blocks(self) -> InlinePace:
+        _in_order(self.block_step_s)
+        return self
 
 
 class WorkerPace(_Part):
@@ -116,12 +130,23 @@ class WorkerPace(_Part):
     # (then ``step_ratio`` is 1; under 1 where the machine's pace moved between the loop and the step
     # alone); exactly 1 where they did. See ``Interference._before_step_base`` for profiles without it
     step_base: Annotated[float, Field(gt=0.0, le=1000.0)] = 1.0
+    block_step_s: Blocks | None = None
+
+    @model_validator(mode="after")
+    def _blocks(self) -> WorkerPace:
+        _in_order(self.block_step_s)
+        return self
 
     @property
     def explained(self) -> bool:
         """Whether the builds beside the step explained its slowdown (``step_ratio``); else ``step_base``,
         whatever its value, is the step's ratio over all of it."""
         return self.step_base == 1.0
+
+
+# a batch build alone that keeps this many cores busy, torch at one thread as in a worker, runs threads of
+# its own (a per-patch PCA at OpenBLAS's 2 threads kept 2.0 busy, at one 1.0, on the 2-core VM)
+THREADED_BUILD = 1.3
 
 
 class WorkerBuild(_Part):
@@ -139,6 +164,11 @@ class WorkerBuild(_Part):
             raise ValueError("one_blas_thread_s and blas: both (the BLAS libraries limited to one thread, and the "
                              "build's time then) or neither")
         return self
+
+    @property
+    def threaded(self) -> bool:
+        """Whether the build runs threads of its own: it kept ``THREADED_BUILD`` cores or more busy."""
+        return self.cores >= THREADED_BUILD
 
 
 class Interference(_Part):

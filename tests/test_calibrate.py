@@ -217,8 +217,7 @@ def test_the_loop_with_workers_keeps_its_workers_over_a_small_datasets_epochs(k:
     # 16 samples at batch 8 are 2 batches an epoch; the round takes k + 1 + 2 + 4 batches for its steps and
     # 2k + 7 after them (17 or 20 batches, 9 or 10 epochs). A DataLoader started its k workers again at each
     # one (the round then timed worker start-ups); the round's k workers last the whole round
-    row: dict[str, list[float]] = {key: [] for key in ("covered", "owed", "idle_s", "busy_t", "left", "loop_step_s",
-                                                       "loop_wait_s", "ready_wait_s", "step_alone_s", "steps")}
+    row = interference.new_row()
     before = set(multiprocessing.active_children())
     interference._workers_round(row, _PidCubes(tmp_path), 8, k, lambda: None, 0.001, 0.001, 2, 4, 7, 90.0)
     assert row["steps"] == [4] and len(list(tmp_path.iterdir())) == k
@@ -236,6 +235,12 @@ def test_without_workers_the_loop_times_each_build_and_the_step_after_it(monkeyp
     assert builds == pytest.approx([0.005, 0.002]) and len(steps) == 2
     # however slow, two are measured
     assert len(interference._inline_loop(*_fake_loop(monkeypatch), 5, 6, cap_s=0.001)[0]) == 2
+    # with a least duration of 100 ms, steps are measured past the 4 until the loop has run that long (the 6th
+    # measured ends at 102 ms); the cap still ends it first (60 ms: after the 3rd measured, at 63 ms)
+    assert len(interference._inline_loop(*_fake_loop(monkeypatch), 2, 4, min_s=0.100)[1]) == 6
+    assert len(interference._inline_loop(*_fake_loop(monkeypatch), 2, 4, cap_s=0.060, min_s=0.100)[1]) == 3
+    # and a loop that has run long enough still measures its 4
+    assert len(interference._inline_loop(*_fake_loop(monkeypatch), 2, 4, min_s=0.010)[1]) == 4
 
 
 def test_the_loop_takes_the_hand_over_only_from_batches_built_before_they_were_asked_for(
@@ -308,13 +313,15 @@ def test_the_contention_probe_refuses_to_time_a_step_beside_competitors_that_nev
     assert "the contention probe's competitor process exited (code 1) before the step beside it was timed" in out.stderr
 
 
-def test_each_worker_counts_loop_runs_its_steps_within_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[tuple[int, int, int]] = []
+@pytest.mark.parametrize("cores, min_s", [((1.0,), (0.0,)), ((2.0,), (20.0,)), ((1.29, 1.3, 1.0), (0.0, 20.0, 20.0))])
+def test_each_worker_counts_loop_runs_its_steps_within_the_cap(cores: tuple[float, ...], min_s: tuple[float, ...],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[int, int, int, float, float]] = []
     monkeypatch.setattr(interference, "_timed", lambda fn: {"step": 0.25, "build": 0.15}[fn.__name__])
     monkeypatch.setattr(interference, "_workers_round", lambda row, ds, batch, k, step, sa, ba, warmup, steps, reps,
-                        cap: seen.append((k, warmup, steps, cap)))
-    monkeypatch.setattr(interference, "_inline_loop", lambda it, step, warmup, steps, cap: (
-        seen.append((0, warmup, steps, cap)) or ([0.1, 0.2, 0.6], [0.2, 0.3, 0.7])))
+                        cap, least: seen.append((k, warmup, steps, cap, least)))
+    monkeypatch.setattr(interference, "_inline_loop", lambda it, step, warmup, steps, cap, least: (
+        seen.append((0, warmup, steps, cap, least)) or ([0.1, 0.2, 0.6], [0.2, 0.3, 0.7])))
 
     def step() -> None: ...
 
@@ -323,18 +330,26 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(monkeypatch: pyte
     probe = interference.InterferenceProbe.__new__(interference.InterferenceProbe)  # its times are the fakes'
     probe.step, probe.build, probe.ds, probe.batch, probe.reps, probe.steps, probe.cap_s, probe.threads = (
         step, build, _Cubes(), 8, 3, 10, 90.0, torch.get_num_threads())  # type: ignore[assignment]
+    probe.threaded_s = 20.0
     probe.alone = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
-    probe.table, probe.starts, probe.worker_builds = {1: {}, 2: {}}, [], []
+    probe.table, probe.starts, probe.worker_builds, probe.inline_blocks = {1: {}, 2: {}}, [], [], []
+    each = iter(cores)
     monkeypatch.setattr(interference.threads, "worker_build", lambda fn, reps: (
-        seen.append((-1, reps, 0, 0.0)) or {"build_s": 0.15, "cores": 1.0}) if fn is build else None)
-    probe.round()
-    # the build as a worker runs it, then no workers: a warm-up of 2, then the steps; with workers, a warm-up
-    # of as many steps as are measured
-    assert seen == [(-1, 3, 0, 0.0), (0, 2, 10, 90.0), (1, 10, 10, 90.0), (2, 10, 10, 90.0)]
-    assert probe.worker_builds == [{"build_s": 0.15, "cores": 1.0}]
-    # the times alone are medians of the fakes; without workers, the loop's means (its medians: 0.2, 0.3)
+        seen.append((-1, reps, 0, 0.0, 0.0)) or {"build_s": 0.15, "cores": next(each)}) if fn is build else None)
+    for least in min_s:
+        seen.clear()
+        probe.round()
+        # the build as a worker runs it, then no workers: a warm-up of 2, then the steps; with workers, a warm-up
+        # of as many steps as are measured; once any round's build kept 1.3 cores or more busy, every loop runs
+        # for 20 s or longer
+        assert seen == [(-1, 3, 0, 0.0, 0.0), (0, 2, 10, 90.0, least), (1, 10, 10, 90.0, least),
+                        (2, 10, 10, 90.0, least)]
+    assert probe.worker_builds == [{"build_s": 0.15, "cores": c} for c in cores]
+    # the times alone are medians of the fakes; without workers, the loop's means (its medians: 0.2, 0.3);
+    # 3 steps make no whole 10-step block
     assert {key: v[0] for key, v in probe.alone.items()} == pytest.approx(
         {"step_alone_s": 0.25, "build_alone_s": 0.15, "build_s": 0.3, "step_s": 0.4})
+    assert probe.inline_blocks == []
 
 
 def _row(covered: float, owed: float, alone: tuple[float, ...] = (0.0112,)) -> dict[str, list[float]]:
@@ -342,7 +357,19 @@ def _row(covered: float, owed: float, alone: tuple[float, ...] = (0.0112,)) -> d
     return {"covered": [covered / rounds] * rounds, "owed": [owed / rounds] * rounds, "idle_s": [0.0012] * rounds,
             "busy_t": [0.004 / rounds] * rounds, "left": [0.001 / rounds] * rounds, "loop_step_s": [0.0144] * rounds,
             "loop_wait_s": [0.002] * rounds, "ready_wait_s": [0.002, 0.0018], "step_alone_s": list(alone),
-            "steps": [10] * rounds}
+            "steps": [10] * rounds, "blocks": []}
+
+
+def test_a_loops_pace_is_read_in_whole_10_step_blocks_and_its_fastest_and_slowest_are_kept() -> None:
+    # 25 steps: two whole blocks (means 0.15 and 0.45), the last 5 left out
+    paced = [0.1, 0.2] * 5 + [0.4, 0.5] * 5 + [9.0] * 5
+    assert interference.blocks(paced) == pytest.approx([0.15, 0.45]) and interference.blocks(paced[:9]) == []
+    row = _row(0.08, 0.01)
+    assert "block_step_s" not in interference._pooled(1, row, 0.0112, 0.0012)
+    row["blocks"] = [0.0144]  # one block is no spread
+    assert "block_step_s" not in interference._pooled(1, row, 0.0112, 0.0012)
+    row["blocks"] = [0.0144, 0.0121, 0.0302]
+    assert interference._pooled(1, row, 0.0112, 0.0012)["block_step_s"] == [0.0121, 0.0302]
 
 
 def test_a_step_slowdown_the_builds_cannot_explain_is_kept_for_the_whole_step() -> None:
@@ -572,9 +599,9 @@ def test_calibrate_spreads_the_interference_rounds_through_the_calibration(
     events: list[str] = []
 
     class Probe:
-        def __init__(self, net: object, ds: PatchDataset, batch: int, k: int, steps: int) -> None:
+        def __init__(self, net: object, ds: PatchDataset, batch: int, k: int, steps: int, threaded_s: float) -> None:
             self.mode = ds.mode
-            events.append(f"new {self.mode} {batch} {steps}")
+            events.append(f"new {self.mode} {batch} {steps} {threaded_s}")
 
         def round(self) -> None:
             events.append(f"round {self.mode}")
@@ -591,7 +618,8 @@ def test_calibrate_spreads_the_interference_rounds_through_the_calibration(
     prof = cal_run.calibrate(device="cpu", model="hamida", dataset="indian_pines", patch=5, batch=4, quick=quick)
     steps = 10 if quick else 16
     both = ["round getitem", "round offline"]
-    assert events == [f"new getitem 4 {steps}", f"new offline 4 {steps}", *both, "compute",
+    # a build that runs threads of its own has each loop run 20 s or longer
+    assert events == [f"new getitem 4 {steps} 20.0", f"new offline 4 {steps} 20.0", *both, "compute",
                       *(both if rounds == 3 else []), "data getitem", "data offline", *both, "checkpoint"]
     assert {m: d["interference"] for m, d in prof["data"]["modes"].items()} == {"getitem": {"rounds": rounds},
                                                                                 "offline": {"rounds": rounds}}

@@ -265,6 +265,18 @@ def test_a_build_that_runs_threads_of_its_own_is_a_warning_with_what_one_thread_
     assert len(other) == 1 and "kept 1.8 of 4 cores busy" in other[0] and "the same build alone took" not in other[0]
     # no BLAS named, no BLAS advice
     assert "OPENBLAS_NUM_THREADS" not in other[0] and "threadpool_limits(1)" in other[0]
+    # the blocks calibration's loop ran, for the scenario's workers (the most it measured, if fewer), or without
+    p = _with_worker_build(tmp_path, threaded)
+    prof = json.loads(p.read_text())
+    it = prof["data"]["modes"]["getitem"]["interference"]
+    it["inline"]["block_step_s"], it["workers"][1]["block_step_s"] = [0.2437, 0.4791], [0.26, 0.43]
+    p.write_text(json.dumps(prof))
+    three, none = (resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", f"loader.num_workers={n}"])).warnings
+                   for n in (3, 0))
+    assert "Its loop with 2 worker(s) ran 10-step blocks at 260 to 430 ms a step, waits included (batch 32)." \
+        in three[0], three
+    assert "Its loop with 0 worker(s) ran 10-step blocks at 244 to 479 ms a step" in none[0], none
+    assert "10-step blocks" not in one[0]  # the row for 1 worker has none
     # exactly at the threshold it warns
     assert len(warnings({"build_s": 0.05, "cores": 1.3}, "loader.num_workers=2")) == 1
     # one core's worth, or a profile written before it was measured: nothing to say
@@ -323,12 +335,19 @@ def test_the_hand_over_is_the_loops_rescaled_along_the_stand_alone_fit(tmp_path:
     assert job([(0.0012, 5), (0.0009, 4)], 1, "training.threads=2").handover_s == pytest.approx(probe)
 
 
-@pytest.mark.parametrize(("key", "value"), [("handover_s", -0.001), ("handover_s", "fast"), ("handover_n", 0),
-                                          ("step_base", 0.0), ("step_base", -0.9), ("step_base", None)])
-def test_a_bad_loop_measurement_is_an_input_error(key: str, value: object, tmp_path: Path) -> None:
+_BAD_BLOCKS = [("block_step_s", [0.3, 0.2]), ("block_step_s", [0.2]), ("block_step_s", [0.0, 0.2]),
+               ("block_step_s", [0.1, 0.2, 0.3])]
+
+
+@pytest.mark.parametrize(("where", "key", "value"), [
+    *(("workers", k, v) for k, v in [("handover_s", -0.001), ("handover_s", "fast"), ("handover_n", 0),
+                                     ("step_base", 0.0), ("step_base", -0.9), ("step_base", None), *_BAD_BLOCKS]),
+    *(("inline", k, v) for k, v in _BAD_BLOCKS)])
+def test_a_bad_loop_measurement_is_an_input_error(where: str, key: str, value: object, tmp_path: Path) -> None:
     p = _with_loop_handover(tmp_path, [None, None])
     prof = json.loads(p.read_text())
-    prof["data"]["modes"]["getitem"]["interference"]["workers"][0][key] = value
+    it = prof["data"]["modes"]["getitem"]["interference"]
+    (it["workers"][0] if where == "workers" else it["inline"])[key] = value
     p.write_text(json.dumps(prof))
     with pytest.raises(HsisimInputError, match=key):
         load_profile(p)

@@ -56,6 +56,10 @@ Span = tuple[float, float]
 # steps before the loop without workers is timed: the step and the build have just run alone in the
 # round, so only the loop's own start (its sampler, the first alternation) is left to pass
 INLINE_WARMUP = 2
+# the steps a loop's pace is read over, block by block, where a build runs threads of its own: the user's getitem9
+# loop held one of two paces for tens of seconds, and its 10-step blocks read 244-479 ms a step where its 300-step
+# loops read 313-334 ms (docs/model.md)
+BLOCK = 10
 # batches each worker keeps ready (the DataLoader's default prefetch_factor, as the user's loop): when a
 # loop ends, up to this many per worker may have been built beside its last steps
 PREFETCH = 2
@@ -114,6 +118,16 @@ def overlap(spans: list[Span], a: float, b: float) -> float:
     return cover
 
 
+def blocks(times: list[float]) -> list[float]:
+    """The mean of each whole ``BLOCK`` of consecutive times, in order (a shorter rest is left out)."""
+    return [statistics.fmean(times[i:i + BLOCK]) for i in range(0, len(times) - BLOCK + 1, BLOCK)]
+
+
+def _span(values: list[float]) -> dict[str, Any]:
+    """The fastest and slowest block, where there are two or more."""
+    return {"block_step_s": [min(values), max(values)]} if len(values) > 1 else {}
+
+
 def _timed(fn: Callable[[], Any]) -> float:
     t0 = time.perf_counter()
     fn()
@@ -121,17 +135,18 @@ def _timed(fn: Callable[[], Any]) -> float:
 
 
 class _Steps:
-    """Which of a loop's steps are measured: ``warmup`` steps, then ``steps`` measured ones. After ``cap_s``
-    seconds the measured steps end where two have been measured, and the warm-up where half of ``cap_s``
-    has passed (the next step is measured)."""
+    """Which of a loop's steps are measured: ``warmup`` steps, then ``steps`` measured ones, and more until the
+    loop has run ``min_s`` seconds. After ``cap_s`` seconds the measured steps end where two have been measured,
+    and the warm-up where half of ``cap_s`` has passed (the next step is measured)."""
 
-    def __init__(self, warmup: int, steps: int, cap_s: float) -> None:
-        self.warmup, self.steps, self.cap_s = warmup, steps, cap_s
+    def __init__(self, warmup: int, steps: int, cap_s: float, min_s: float = 0.0) -> None:
+        self.warmup, self.steps, self.cap_s, self.min_s = warmup, steps, cap_s, min_s
         self.start, self.taken, self.measured, self.end = time.perf_counter(), 0, 0, -math.inf
 
     def more(self) -> bool:
         """Whether the loop takes another step."""
-        return self.measured < self.steps and not (self.measured >= 2 and self.end - self.start > self.cap_s)
+        short = self.measured < self.steps or self.end - self.start < self.min_s
+        return short and not (self.measured >= 2 and self.end - self.start > self.cap_s)
 
     def counts(self, end: float) -> bool:
         """A step has ended at ``end``: whether it is a measured one."""
@@ -145,29 +160,29 @@ class _Steps:
 
 
 def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps: int, reps: int,
-          cap_s: float = math.inf
+          cap_s: float = math.inf, min_s: float = 0.0
           ) -> tuple[list[Span], list[Span], list[Span], list[float], list[float], list[tuple[Any, float, float]]]:
-    """The DataLoader loop with k workers: ``warmup`` steps to reach its steady state (the first steps after
-    the training process has slept run faster, and the builds slower, than the rest: a 12-step loop gave 1.8x
-    for the step where 40 steps of the user's own loop gave 2.8x; a round warms up as many steps as it
-    measures: after 5, its steps 5-14 ran 1.055x its later ones, median of 8 loops, and a fresh process of the
-    user's loop 1.11x, batch 100 of 5x5 patches, 2 workers, 2-core VM, December 2026), then ``steps`` measured
-    ones. After ``cap_s`` seconds the measured steps end where two have been measured, and the warm-up where
-    half of them have passed: two workers' per-patch SVDs (a second BLAS thread each) beside the step's two
-    threads on this 2-core VM once ran an 18-step loop of 0.5 s steps for over 10 minutes, and another time 15
-    steps in 25 s (December 2026). The builds taken after the loop stop where half of ``cap_s`` has passed
-    since the (PREFETCH x k + 2)-th: the same two workers once built at 139x a build's time alone, 40 s a batch,
-    and took 9 of them in each of two rounds of a --quick calibration that ran for 12 minutes (11x11 patches). Returns
-    the measured steps, every step, the builds of the measured steps' batches, the waits, the waits for
-    batches a worker had finished building before the training process asked (the hand-over as the loop sees
-    it), and the builds taken after the loop (the first ``PREFETCH`` x k may have run beside the last steps, the rest
-    beside no step)."""
+    """The DataLoader loop with k workers: ``warmup`` steps to reach its steady state (the first steps after the
+    training process has slept run faster, and the builds slower, than the rest: a 12-step loop gave 1.8x for the
+    step where 40 steps of the user's own loop gave 2.8x; a round warms up as many steps as it measures: after 5,
+    its steps 5-14 ran 1.055x its later ones, median of 8 loops, and a fresh process of the user's loop 1.11x, batch
+    100 of 5x5 patches, 2 workers, 2-core VM, December 2026), then ``steps`` measured ones, and more until it has
+    run ``min_s`` seconds. After ``cap_s`` seconds the measured steps end where two have been measured, and the
+    warm-up where half of them have passed: two workers' per-patch SVDs (a second BLAS thread each) beside the
+    step's two threads on this 2-core VM once ran an 18-step loop of 0.5 s steps for over 10 minutes, and another
+    time 15 steps in 25 s (December 2026). The builds taken after the loop stop where half of ``cap_s`` has passed
+    since the (PREFETCH x k + 2)-th: the same two workers once built at 139x a build's time alone, 40 s a batch, and
+    took 9 of them in each of two rounds of a --quick calibration that ran for 12 minutes (11x11 patches). Returns
+    the measured steps, every step, the builds of the measured steps' batches, the waits, the waits for batches a
+    worker had finished building before the training process asked (the hand-over as the loop sees it), and the
+    builds taken after the loop (the first ``PREFETCH`` x k may have run beside the last steps, the rest beside no
+    step)."""
     computing: list[Span] = []
     every: list[Span] = []
     spans: list[Span] = []
     waits: list[float] = []
     ready: list[float] = []
-    rule = _Steps(warmup, steps, cap_s)
+    rule = _Steps(warmup, steps, cap_s, min_s)
     while rule.more():
         t_w = time.perf_counter()
         _, s0, e0 = next(it)
@@ -188,14 +203,14 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps
     return computing, every, spans, waits, ready, after
 
 
-def _inline_loop(it: Iterator[Any], step: Callable[[], Any], warmup: int, steps: int, cap_s: float = math.inf
-                 ) -> tuple[list[float], list[float]]:
+def _inline_loop(it: Iterator[Any], step: Callable[[], Any], warmup: int, steps: int, cap_s: float = math.inf,
+                 min_s: float = 0.0) -> tuple[list[float], list[float]]:
     """No workers: the training process builds each batch (``next(it)``), then steps, as a plain loop does,
     its steps counted and cut short as in ``_loop`` (``_Steps``). Returns each measured build and step
     (seconds)."""
     builds: list[float] = []
     stepped: list[float] = []
-    rule = _Steps(warmup, steps, cap_s)
+    rule = _Steps(warmup, steps, cap_s, min_s)
     while rule.more():
         t0 = time.perf_counter()
         next(it)
@@ -208,8 +223,15 @@ def _inline_loop(it: Iterator[Any], step: Callable[[], Any], warmup: int, steps:
     return builds, stepped
 
 
+def new_row() -> dict[str, list[float]]:
+    """What the rounds with k workers keep, each round's (``_workers_round``), empty."""
+    return {key: [] for key in ("covered", "owed", "idle_s", "busy_t", "left", "loop_step_s", "loop_wait_s",
+                                "ready_wait_s", "step_alone_s", "steps", "blocks")}
+
+
 def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int, step: Callable[[], Any],
-                   step_alone: float, build_alone: float, warmup: int, steps: int, reps: int, cap_s: float) -> None:
+                   step_alone: float, build_alone: float, warmup: int, steps: int, reps: int, cap_s: float,
+                   min_s: float = 0.0) -> None:
     """One round with k workers: the loop's times, and what the paces must have been."""
     if len(ds) < batch:  # type: ignore[arg-type]
         raise no_whole_batch(len(ds), batch)  # type: ignore[arg-type]
@@ -219,12 +241,14 @@ def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int,
     it = iter(loader)
     for _ in range(k + 1):  # the workers are up
         next(it)
-    computing, every, spans, waits, ready, after = _loop(it, step, k, warmup, steps, reps, cap_s)
+    computing, every, spans, waits, ready, after = _loop(it, step, k, warmup, steps, reps, cap_s, min_s)
     del it, loader
     idle = statistics.median(e - s for _, s, e in after[PREFETCH * k:])
     row["step_alone_s"].append(step_alone)
     row["steps"].append(len(computing))
-    row["loop_step_s"].append(statistics.fmean(w + b - a for w, (a, b) in zip(waits, computing, strict=True)))
+    paced = [w + b - a for w, (a, b) in zip(waits, computing, strict=True)]
+    row["loop_step_s"].append(statistics.fmean(paced))
+    row["blocks"].extend(blocks(paced))
     row["loop_wait_s"].append(statistics.fmean(waits))
     row["ready_wait_s"].extend(ready)
     # a step: at full pace for the part no build covered, so the covered time did the rest of its work
@@ -270,7 +294,7 @@ def _pooled(k: int, row: dict[str, list[float]], step_alone: float, build_alone:
             "step_base": 1.0 if explained else (loop_step - loop_wait) / step_alone,
             "build_ratio_idle": idle_ratio,
             "build_ratio_busy": max(idle_ratio, busy_t / left) if left > 0.05 * busy_t > 0 else idle_ratio,
-            "loop_step_s": loop_step, "loop_wait_s": loop_wait, **handover}
+            "loop_step_s": loop_step, "loop_wait_s": loop_wait, **handover, **_span(row["blocks"])}
 
 
 def max_workers() -> int:
@@ -285,11 +309,12 @@ class InterferenceProbe:
     without, stops after ``cap_s`` seconds (``_loop``, ``_inline_loop``)."""
 
     def __init__(self, net: Net, ds: Dataset, batch: int, max_workers: int, reps: int = 7, steps: int = 12,
-                 optimizer: str = "adam", cap_s: float = 90.0) -> None:
+                 optimizer: str = "adam", cap_s: float = 90.0, threaded_s: float = 0.0) -> None:
         model, opt, scaler, dtype = make_training(net, torch.device("cpu"), optimizer, amp=False)
         x, y = net.batch(batch, torch.device("cpu"))
         self.step = functools.partial(training_step, model, opt, x, y, scaler, dtype)
         self.ds, self.batch, self.reps, self.steps, self.cap_s = ds, batch, reps, steps, cap_s
+        self.threaded_s = threaded_s  # how long each loop runs at least once a build has run threads of its own
         self.threads = torch.get_num_threads()  # the training threads the rounds run with
         rng = np.random.default_rng(1)
         n = len(ds)  # type: ignore[arg-type]
@@ -303,26 +328,27 @@ class InterferenceProbe:
         self.alone: dict[str, list[float]] = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
         self.starts: list[float] = []  # when each round began
         self.worker_builds: list[dict[str, Any]] = []  # each round's build as a worker runs it (threads.worker_build)
-        self.table: dict[int, dict[str, list[float]]] = {
-            k: {"covered": [], "owed": [], "idle_s": [], "busy_t": [], "left": [], "loop_step_s": [],
-                "loop_wait_s": [], "ready_wait_s": [], "step_alone_s": [], "steps": []}
-            for k in range(1, max_workers + 1)}
+        self.inline_blocks: list[float] = []  # the loop without workers: its blocks' build and step (``blocks``)
+        self.table = {k: new_row() for k in range(1, max_workers + 1)}
 
     def round(self) -> None:
-        """Each alone, the DataLoader loop without workers, then with 1 … ``max_workers`` workers."""
+        """Each alone, the DataLoader loop without workers, then with 1 … ``max_workers`` workers. Once a build
+        has run threads of its own (``threads.threaded``), each loop runs ``threaded_s`` or longer."""
         reps, start = self.reps, time.perf_counter()
         torch.set_num_threads(self.threads)
         step_alone = statistics.median(_timed(self.step) for _ in range(reps))
         build_alone = statistics.median(_timed(self.build) for _ in range(reps))
         self.worker_builds.append(threads.worker_build(self.build, reps))
+        min_s = self.threaded_s if threads.threaded(self.worker_builds) else 0.0
         loader = DataLoader(self.ds, batch_size=self.batch, shuffle=True, num_workers=0, drop_last=True)
-        builds, steps = _inline_loop(forever(loader), self.step, INLINE_WARMUP, self.steps, self.cap_s)
+        builds, steps = _inline_loop(forever(loader), self.step, INLINE_WARMUP, self.steps, self.cap_s, min_s)
+        self.inline_blocks.extend(blocks([b + t for b, t in zip(builds, steps, strict=True)]))
         for key, v in zip(self.alone, (step_alone, build_alone, statistics.fmean(builds), statistics.fmean(steps)),
                           strict=True):
             self.alone[key].append(v)
         for k, row in self.table.items():
             _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps,
-                           self.steps, reps, self.cap_s)
+                           self.steps, reps, self.cap_s, min_s)
         self.starts.append(start)  # a whole round
 
     def unsteadiness(self) -> float:
@@ -340,7 +366,7 @@ class InterferenceProbe:
                 "step_alone_s": mean["step_alone_s"], "build_alone_s": mean["build_alone_s"],
                 "inline": {"build_ratio": mean["build_s"] / mean["build_alone_s"],
                            "step_ratio": mean["step_s"] / mean["step_alone_s"],
-                           "build_s": mean["build_s"], "step_s": mean["step_s"]},
+                           "build_s": mean["build_s"], "step_s": mean["step_s"], **_span(self.inline_blocks)},
                 "workers": [_pooled(k, row, mean["step_alone_s"], mean["build_alone_s"])
                             for k, row in self.table.items()],
                 "worker_build": threads.pooled(self.worker_builds),

@@ -21,7 +21,7 @@ import torch
 
 from hsisim import catalog
 from hsisim._version import __version__
-from hsisim.calibration import collectives, probes
+from hsisim.calibration import collectives, probes, threads
 from hsisim.calibration.data import PatchDataset, fit_preprocess, make_scene, offline_cube, open_cube, write_cube
 from hsisim.calibration.interference import InterferenceProbe, max_workers
 from hsisim.calibration.models import MODELS, forward_flops, param_count
@@ -316,7 +316,8 @@ class _Meetings:
                  say: Callable[[str], None]) -> None:
         k = max_workers()
         self.probes = {} if dev.type != "cpu" else {
-            mode: InterferenceProbe(net, ds, batch, k, steps=10 if quick else 16) for mode, ds in sets.items()}
+            mode: InterferenceProbe(net, ds, batch, k, steps=10 if quick else 16, threaded_s=threads.THREADED_LOOP_S)
+            for mode, ds in sets.items()}
         self.quick, self.say, self.k, self.took, self.done = quick, say, k, 0.0, 0
 
     def due(self, spare: bool = False) -> bool:

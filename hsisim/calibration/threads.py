@@ -24,10 +24,15 @@ from typing import Any
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from hsisim.profile import THREADED_BUILD
+
 # the builds are timed back to back for at least this long, after untimed ones for as long, so that a build
 # of a millisecond or less is not read from a CPU clock that a thread pool's spin after earlier work still
 # moves (OpenBLAS's threads spin about 2^28 cycles, ~0.1 s, before they sleep; torch's OpenMP threads less)
 MIN_TIMED_S = 0.2
+# where it does, each of the interference probe's loops runs for at least this long (s): such a loop's pace
+# swings between two for tens of seconds at a time, and a loop of 10 steps reads one of them (docs/model.md)
+THREADED_LOOP_S = 20.0
 
 
 def _clocked(fn: Callable[[], Any]) -> tuple[float, float]:
@@ -77,6 +82,11 @@ def worker_build(build: Callable[[], Any], reps: int) -> dict[str, Any]:
     finally:
         torch.set_num_threads(threads)
     return out
+
+
+def threaded(rounds: list[dict[str, Any]]) -> bool:
+    """Whether any of these ``worker_build`` measurements kept ``THREADED_BUILD`` cores or more busy."""
+    return any(r["cores"] >= THREADED_BUILD for r in rounds)
 
 
 def pooled(rounds: list[dict[str, Any]]) -> dict[str, Any]:

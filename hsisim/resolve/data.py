@@ -16,10 +16,6 @@ from hsisim.resolve.workload import Workload
 from hsisim.scenario import Scenario
 from hsisim.sim.spec import Paces
 
-# a batch build alone that keeps this many cores busy, torch at one thread as in a worker, runs threads of
-# its own (a per-patch PCA at OpenBLAS's 2 threads kept 2.0 busy, at one 1.0, on the 2-core VM)
-THREADED_BUILD = 1.3
-
 
 @dataclass(frozen=True)
 class Data:
@@ -110,7 +106,7 @@ def threaded_build(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | Non
     measured = _measured(sc, prof, wl)
     it = measured.get("interference") if measured is not None else None
     wb = it.worker_build if it is not None else None
-    if it is None or wb is None or wb.cores < THREADED_BUILD:
+    if it is None or wb is None or not wb.threaded:
         return ()
     workers, ranks = sc.loader.num_workers, hw.instance.gpus
     where = (f"each of the {workers} DataLoader worker(s) of each of the {ranks} training process(es) on a "
@@ -120,7 +116,7 @@ def threaded_build(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | Non
     head = (f"a batch build alone kept {wb.cores:.1f} of {it.cores} cores busy (at batch {it.batch}, torch at one "
             f"thread as in a worker): something inside the Dataset runs threads of its own, and {where}, "
             "oversubscribing the cores: such a loop's pace can swing for tens of seconds at a time, and the "
-            "prediction reflects only the paces calibration's loops happened to sample.")
+            f"prediction reflects only the paces calibration's loops happened to sample.{_sampled(it, workers)}")
     if wb.one_blas_thread_s is None:
         return (f"{head} Limit those threads to one per process (threadpoolctl.threadpool_limits(1) in the "
                 "DataLoader's worker_init_fn, or the library's own setting) and calibrate again under it to "
@@ -130,6 +126,17 @@ def threaded_build(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | Non
             "OPENBLAS_NUM_THREADS=1 (MKL_NUM_THREADS=1 for MKL) before the script starts, or call "
             "threadpoolctl.threadpool_limits(1) in the DataLoader's worker_init_fn, and calibrate again under it "
             "to predict that run",)
+
+
+def _sampled(it: Interference, workers: int) -> str:
+    """The fastest and slowest 10-step block calibration's loop with the scenario's workers (the most it ran, if
+    fewer) ran, where the profile has them."""
+    n = min(workers, len(it.workers))
+    lo_hi = it.workers[n - 1].block_step_s if n else it.inline.block_step_s
+    if lo_hi is None:
+        return ""
+    return (f" Its loop with {n} worker(s) ran 10-step blocks at {lo_hi[0] * 1e3:.0f} to {lo_hi[1] * 1e3:.0f} ms a "
+            f"step, waits included (batch {it.batch}).")
 
 
 def _inline_how(it: Interference) -> str:
