@@ -273,9 +273,9 @@ def test_a_build_that_runs_threads_of_its_own_is_a_warning_with_what_one_thread_
     p.write_text(json.dumps(prof))
     three, none = (resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", f"loader.num_workers={n}"])).warnings
                    for n in (3, 0))
-    assert "Its loop with 2 worker(s) ran 10-step blocks at 260 to 430 ms a step, waits included (batch 32)." \
-        in three[0], three
-    assert "Its loop with 0 worker(s) ran 10-step blocks at 244 to 479 ms a step" in none[0], none
+    assert "Calibration's loop with 2 worker(s) ran 10-step blocks at 260 to 430 ms a step, waits included " \
+        "(batch 32)." in three[0], three
+    assert "Calibration's loop without workers ran 10-step blocks at 244 to 479 ms a step" in none[0], none
     assert "10-step blocks" not in one[0]  # the row for 1 worker has none
     # exactly at the threshold it warns
     assert len(warnings({"build_s": 0.05, "cores": 1.3}, "loader.num_workers=2")) == 1

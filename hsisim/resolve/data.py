@@ -135,7 +135,8 @@ def _sampled(it: Interference, workers: int) -> str:
     lo_hi = it.workers[n - 1].block_step_s if n else it.inline.block_step_s
     if lo_hi is None:
         return ""
-    return (f" Its loop with {n} worker(s) ran 10-step blocks at {lo_hi[0] * 1e3:.0f} to {lo_hi[1] * 1e3:.0f} ms a "
+    loop = f"with {n} worker(s)" if n else "without workers"
+    return (f" Calibration's loop {loop} ran 10-step blocks at {lo_hi[0] * 1e3:.0f} to {lo_hi[1] * 1e3:.0f} ms a "
             f"step, waits included (batch {it.batch}).")
 
 
