@@ -137,7 +137,7 @@ def readout(config: str, cfg: dict[str, object], work: Path, profile: Path) -> d
     step = busy / STEPS
     if "block_step_s" in row:  # the fastest and slowest 10-step block calibration's loops ran
         lo, hi = row["block_step_s"]
-        print(f"calibration's loop, 10-step blocks {lo * 1e3:.0f}-{hi * 1e3:.0f} ms a step; a build alone kept "
+        print(f"calibration's loop, blocks {lo * 1e3:.0f}-{hi * 1e3:.0f} ms a step; a build alone kept "
               f"{it.get('worker_build', {}).get('cores', float('nan')):.2f} cores busy", file=sys.stderr, flush=True)
     if abs(step / loop[0] - 1) > 0.05:  # the model, not the moment, parts from the probe's loop: show its paces
         print(f"prediction {step * 1e3:.1f} ms against calibration's own loop {loop[0] * 1e3:.1f} ms; its "
@@ -152,8 +152,10 @@ def measure(config: str, work: Path) -> dict[str, float]:
     t0 = time.perf_counter()
     d = json.loads(_run([sys.executable, str(SCRIPT), config, str(STEPS)], work))
     step, wait = d["step_s"], d["wait_s"]
-    tens = [statistics.fmean(step[i:i + 10]) for i in range(0, len(step) - 9, 10)]
-    print(f"user loop: {statistics.fmean(step) * 1e3:.1f} ms, 10-step blocks {min(tens) * 1e3:.0f}-"
+    from hsisim.profile import BLOCK  # the blocks calibration's loops are read in (the user's loop imports nothing)
+
+    tens = [statistics.fmean(step[i:i + BLOCK]) for i in range(0, len(step) - BLOCK + 1, BLOCK)]
+    print(f"user loop: {statistics.fmean(step) * 1e3:.1f} ms, {BLOCK}-step blocks {min(tens) * 1e3:.0f}-"
           f"{max(tens) * 1e3:.0f} ms", file=sys.stderr, flush=True)
     return {"step_s": statistics.fmean(step), "wait_share": sum(wait) / sum(step), "threads": d["torch_threads"],
             "wall_s": time.perf_counter() - t0}

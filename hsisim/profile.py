@@ -89,8 +89,13 @@ class Device(_Part):
 
 
 Ratio = Annotated[float, Field(gt=0, le=1000.0)]
-# the fastest and the slowest 10-step block of a loop's steps over the rounds (seconds a step, its wait
-# included); absent from profiles written before 2026-12-06 and where the loops gave fewer than two blocks
+# the steps a loop's pace is read over, block by block, where a build runs threads of its own: the user's getitem9
+# loop held one of two paces for tens of seconds, and its 10-step blocks read 244-479 ms a step where its 300-step
+# loops read 313-334 ms (docs/model.md, "A build that runs threads of its own")
+BLOCK = 10
+# the fastest and the slowest BLOCK-step block of a loop's steps over the rounds (seconds a step, its wait
+# included); absent where the loops gave fewer than two blocks, and from profiles written before 0404303
+# (2026-12-06)
 Blocks = Annotated[list[Positive], Field(min_length=2, max_length=2)]
 
 

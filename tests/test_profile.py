@@ -271,12 +271,18 @@ def test_a_build_that_runs_threads_of_its_own_is_a_warning_with_what_one_thread_
     it = prof["data"]["modes"]["getitem"]["interference"]
     it["inline"]["block_step_s"], it["workers"][1]["block_step_s"] = [0.2437, 0.4791], [0.26, 0.43]
     p.write_text(json.dumps(prof))
-    three, none = (resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", f"loader.num_workers={n}"])).warnings
-                   for n in (3, 0))
-    assert "Calibration's loop with 2 worker(s) ran 10-step blocks at 260 to 430 ms a step, waits included " \
-        "(batch 32)." in three[0], three
+    three, two, one_row, none = (
+        resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", f"loader.num_workers={n}"])).warnings
+        for n in (3, 2, 1, 0))
+    assert "Calibration's loop with 2 worker(s) (the most it measured) ran 10-step blocks at 260 to 430 ms a " \
+        "step, waits included (batch 32)." in three[0], three
+    assert "Calibration's loop with 2 worker(s) ran 10-step blocks at 260 to 430 ms a step" in two[0], two
     assert "Calibration's loop without workers ran 10-step blocks at 244 to 479 ms a step" in none[0], none
-    assert "10-step blocks" not in one[0]  # the row for 1 worker has none
+    assert "10-step blocks" not in one_row[0]  # the row for 1 worker has none
+    it["workers"][0]["block_step_s"] = [0.151, 0.2]
+    p.write_text(json.dumps(prof))
+    one_row = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"])).warnings
+    assert "Calibration's loop with 1 worker(s) ran 10-step blocks at 151 to 200 ms a step" in one_row[0], one_row
     # exactly at the threshold it warns
     assert len(warnings({"build_s": 0.05, "cores": 1.3}, "loader.num_workers=2")) == 1
     # one core's worth, or a profile written before it was measured: nothing to say

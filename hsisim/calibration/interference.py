@@ -29,6 +29,9 @@
   slow each other far more than their shares; side by side without pause both lost about 2x more
   than in a loop (a per-patch PCA on this 2-core VM).
 
+Where a build runs threads of its own (``calibration.threads``), a full calibration lengthens each loop
+(``InterferenceProbe``); every loop's 10-step blocks are kept, the fastest and slowest as ``block_step_s``.
+
 Rounds repeat everything, alone and beside, so that a shared machine's drift weighs on both; the
 ratios pool the rounds' times (sums), and the times alone are their means, so that the model
 multiplies each ratio by the times it was measured against.
@@ -36,6 +39,7 @@ multiplies each ratio by the times it was measured against.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import os
@@ -51,15 +55,12 @@ from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 from hsisim.calibration import threads
 from hsisim.calibration.probes import Net, forever, make_training, no_whole_batch, training_step
+from hsisim.profile import BLOCK
 
 Span = tuple[float, float]
 # steps before the loop without workers is timed: the step and the build have just run alone in the
 # round, so only the loop's own start (its sampler, the first alternation) is left to pass
 INLINE_WARMUP = 2
-# the steps a loop's pace is read over, block by block, where a build runs threads of its own: the user's getitem9
-# loop held one of two paces for tens of seconds, and its 10-step blocks read 244-479 ms a step where its 300-step
-# loops read 313-334 ms (docs/model.md)
-BLOCK = 10
 # batches each worker keeps ready (the DataLoader's default prefetch_factor, as the user's loop): when a
 # loop ends, up to this many per worker may have been built beside its last steps
 PREFETCH = 2
@@ -107,15 +108,27 @@ def _timed_collate(data: Any) -> tuple[Any, float, float]:
     return default_collate(samples), t0, time.perf_counter()
 
 
-def overlap(spans: list[Span], a: float, b: float) -> float:
-    """How much of [a, b] at least one of ``spans`` covers (seconds)."""
-    cover, end = 0.0, a
+def overlap(spans: list[Span], windows: list[Span]) -> list[float]:
+    """How much of each window [a, b] at least one of ``spans`` covers (seconds). The spans are merged once
+    and each window finds its first by bisection: a loop of thousands of short steps (20 s of 5 ms steps
+    beside a threaded build) would otherwise sort every span for every step."""
+    merged: list[list[float]] = []
     for s, e in sorted(spans):
-        s, e = max(s, end), min(e, b)
-        if e > s:
-            cover += e - s
-            end = e
-    return cover
+        if e <= s:
+            continue
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    starts = [s for s, _ in merged]
+    out = []
+    for a, b in windows:
+        i, cover = max(0, bisect.bisect_right(starts, a) - 1), 0.0
+        while i < len(merged) and merged[i][0] < b:
+            cover += max(0.0, min(b, merged[i][1]) - max(a, merged[i][0]))
+            i += 1
+        out.append(cover)
+    return out
 
 
 def blocks(times: list[float]) -> list[float]:
@@ -136,8 +149,8 @@ def _timed(fn: Callable[[], Any]) -> float:
 
 class _Steps:
     """Which of a loop's steps are measured: ``warmup`` steps, then ``steps`` measured ones, and more until the
-    loop has run ``min_s`` seconds. After ``cap_s`` seconds the measured steps end where two have been measured,
-    and the warm-up where half of ``cap_s`` has passed (the next step is measured)."""
+    loop has run ``min_s`` seconds, its warm-up included. After ``cap_s`` seconds the measured steps end where two
+    have been measured, and the warm-up where half of ``cap_s`` has passed (the next step is measured)."""
 
     def __init__(self, warmup: int, steps: int, cap_s: float, min_s: float = 0.0) -> None:
         self.warmup, self.steps, self.cap_s, self.min_s = warmup, steps, cap_s, min_s
@@ -167,16 +180,16 @@ def _loop(it: Iterator[Any], step: Callable[[], Any], k: int, warmup: int, steps
     step where 40 steps of the user's own loop gave 2.8x; a round warms up as many steps as it measures: after 5,
     its steps 5-14 ran 1.055x its later ones, median of 8 loops, and a fresh process of the user's loop 1.11x, batch
     100 of 5x5 patches, 2 workers, 2-core VM, December 2026), then ``steps`` measured ones, and more until it has
-    run ``min_s`` seconds. After ``cap_s`` seconds the measured steps end where two have been measured, and the
-    warm-up where half of them have passed: two workers' per-patch SVDs (a second BLAS thread each) beside the
-    step's two threads on this 2-core VM once ran an 18-step loop of 0.5 s steps for over 10 minutes, and another
-    time 15 steps in 25 s (December 2026). The builds taken after the loop stop where half of ``cap_s`` has passed
-    since the (PREFETCH x k + 2)-th: the same two workers once built at 139x a build's time alone, 40 s a batch, and
-    took 9 of them in each of two rounds of a --quick calibration that ran for 12 minutes (11x11 patches). Returns
-    the measured steps, every step, the builds of the measured steps' batches, the waits, the waits for batches a
-    worker had finished building before the training process asked (the hand-over as the loop sees it), and the
-    builds taken after the loop (the first ``PREFETCH`` x k may have run beside the last steps, the rest beside no
-    step)."""
+    run ``min_s`` seconds (the warm-up included). After ``cap_s`` seconds the measured steps end where two have been
+    measured, and the warm-up where half of them have passed: two workers' per-patch SVDs (a second BLAS thread
+    each) beside the step's two threads on this 2-core VM once ran an 18-step loop of 0.5 s steps for over 10
+    minutes, and another time 15 steps in 25 s (December 2026). The builds taken after the loop stop where half of
+    ``cap_s`` has passed since the (PREFETCH x k + 2)-th: the same two workers once built at 139x a build's time
+    alone, 40 s a batch, and took 9 of them in each of two rounds of a --quick calibration that ran for 12 minutes
+    (11x11 patches). Returns the measured steps, every step, the builds of the measured steps' batches, the waits,
+    the waits for batches a worker had finished building before the training process asked (the hand-over as the
+    loop sees it), and the builds taken after the loop (the first ``PREFETCH`` x k may have run beside the last
+    steps, the rest beside no step)."""
     computing: list[Span] = []
     every: list[Span] = []
     spans: list[Span] = []
@@ -256,13 +269,13 @@ def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int,
     # counting only the first left the last step's cover out, 0.0-0.47 of it where the second covered 0.83-1.0,
     # and the step's slowdown beside builds read 3.24-3.46x where it was 2.65-2.94x; 4 loops, per-patch PCA at one
     # BLAS thread, 9x9, 2-core VM, December 2026)
-    covered = sum(overlap(spans + [(s, e) for _, s, e in after], a, b) for a, b in computing)
+    covered = sum(overlap(spans + [(s, e) for _, s, e in after], computing))
     total = sum(b - a for a, b in computing)
     row["covered"].append(covered)
     row["owed"].append(len(computing) * step_alone - (total - covered))
     # a build: at the idle pace for the time no step ran beside it, so the time beside steps did the rest
     beside = [(s, e) for s, e in spans if e - s > 0]
-    busy_t = sum(overlap(every, s, e) for s, e in beside)
+    busy_t = sum(overlap(every, beside))
     done_idle = (sum(e - s for s, e in beside) - busy_t) * build_alone / idle
     row["idle_s"].append(idle)
     row["busy_t"].append(busy_t)
@@ -306,7 +319,10 @@ class InterferenceProbe:
     """The user's batch builds and a CPU training step in a DataLoader loop with 0 … k workers (module doc),
     one round at a time: a caller interleaves the rounds with other work (``hsisim validate`` with
     segments of the real run) so that a shared machine's drift weighs on both. Each loop, with workers or
-    without, stops after ``cap_s`` seconds (``_loop``, ``_inline_loop``)."""
+    without, stops after ``cap_s`` seconds (``_loop``, ``_inline_loop``). Where the rounds' builds so far,
+    pooled, kept ``THREADED_BUILD`` cores or more busy (``threads.threaded``), each loop runs ``threaded_s`` or
+    longer, its warm-up included: such a loop swings between two paces for tens of seconds at a time. Every
+    loop's ``BLOCK``-step blocks are kept, and the fastest and slowest over the rounds are ``block_step_s``."""
 
     def __init__(self, net: Net, ds: Dataset, batch: int, max_workers: int, reps: int = 7, steps: int = 12,
                  optimizer: str = "adam", cap_s: float = 90.0, threaded_s: float = 0.0) -> None:

@@ -310,13 +310,17 @@ class _Meetings:
     as far apart as the probes between them last, as a training run spans many moments (back to back,
     two rounds read one moment: a user's own 150-step loop moved 23.4 to 29.6 ms between two runs a
     minute apart, batch 100 of 5x5 patches, this 2-core VM, December 2026). ``--quick`` skips the
-    middle round where the first round (every data mode's) took longer than ``SPARE_ROUND_S``."""
+    middle round where the first round (every data mode's) took longer than ``SPARE_ROUND_S``. A full
+    calibration lengthens each loop to ``threads.THREADED_LOOP_S`` where the build runs threads of its own;
+    ``--quick`` does not (in two sittings the longer loops did not bring the prediction closer, and they
+    took a --quick calibration of a threaded 9x9 build from 115 s to 244-269 s)."""
 
     def __init__(self, net: probes.Net, sets: dict[str, Any], dev: torch.device, batch: int, quick: bool,
                  say: Callable[[str], None]) -> None:
         k = max_workers()
         self.probes = {} if dev.type != "cpu" else {
-            mode: InterferenceProbe(net, ds, batch, k, steps=10 if quick else 16, threaded_s=threads.THREADED_LOOP_S)
+            mode: InterferenceProbe(net, ds, batch, k, steps=10 if quick else 16,
+                                    threaded_s=0.0 if quick else threads.THREADED_LOOP_S)
             for mode, ds in sets.items()}
         self.quick, self.say, self.k, self.took, self.done = quick, say, k, 0.0, 0
 

@@ -85,8 +85,9 @@ def worker_build(build: Callable[[], Any], reps: int) -> dict[str, Any]:
 
 
 def threaded(rounds: list[dict[str, Any]]) -> bool:
-    """Whether any of these ``worker_build`` measurements kept ``THREADED_BUILD`` cores or more busy."""
-    return any(r["cores"] >= THREADED_BUILD for r in rounds)
+    """Whether these ``worker_build`` measurements, pooled as the profile keeps them, kept ``THREADED_BUILD``
+    cores or more busy: as ``hsisim run`` will decide whether to warn (``WorkerBuild.threaded``)."""
+    return bool(rounds) and pooled(rounds)["cores"] >= THREADED_BUILD
 
 
 def pooled(rounds: list[dict[str, Any]]) -> dict[str, Any]:

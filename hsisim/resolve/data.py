@@ -9,7 +9,7 @@ from typing import Any
 from hsisim import catalog
 from hsisim.analytic import datapipe
 from hsisim.analytic.compute import LinearCost
-from hsisim.profile import Interference, Profile, WorkerPace
+from hsisim.profile import BLOCK, Interference, Profile, WorkerPace
 from hsisim.resolve.compute import Steps
 from hsisim.resolve.hardware import Hardware
 from hsisim.resolve.workload import Workload
@@ -129,15 +129,15 @@ def threaded_build(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | Non
 
 
 def _sampled(it: Interference, workers: int) -> str:
-    """The fastest and slowest 10-step block calibration's loop with the scenario's workers (the most it ran, if
+    """The fastest and slowest ``BLOCK``-step block calibration's loop with the scenario's workers (the most it ran, if
     fewer) ran, where the profile has them."""
     n = min(workers, len(it.workers))
     lo_hi = it.workers[n - 1].block_step_s if n else it.inline.block_step_s
     if lo_hi is None:
         return ""
-    loop = f"with {n} worker(s)" if n else "without workers"
-    return (f" Calibration's loop {loop} ran 10-step blocks at {lo_hi[0] * 1e3:.0f} to {lo_hi[1] * 1e3:.0f} ms a "
-            f"step, waits included (batch {it.batch}).")
+    loop = (f"with {n} worker(s)" + (" (the most it measured)" if n < workers else "")) if n else "without workers"
+    return (f" Calibration's loop {loop} ran {BLOCK}-step blocks at {lo_hi[0] * 1e3:.0f} to {lo_hi[1] * 1e3:.0f} ms "
+            f"a step, waits included (batch {it.batch}).")
 
 
 def _inline_how(it: Interference) -> str:
