@@ -423,6 +423,12 @@ def test_a_step_slowdown_the_builds_cannot_explain_is_kept_for_the_whole_step() 
     faster = interference._pooled(2, _row(0.001, 0.00001, (0.0140,)), 0.0140, 0.0006)
     assert faster["step_ratio"] == 1.0 and faster["step_base"] == pytest.approx((0.0144 - 0.002) / 0.0140)
     assert faster["step_base"] < 1.0
+    # builds covered 1 ms, and the steps owed 3 ms of their work then (a ratio of 1/3: the step alone was timed
+    # at a slower moment): nothing explained, the loop's own step
+    moved = interference._pooled(2, _row(0.001, 0.003, (0.0140,)), 0.0140, 0.0006)
+    assert moved["step_ratio"] == 1.0 and moved["step_base"] == pytest.approx((0.0144 - 0.002) / 0.0140)
+    # owing exactly the covered time is a ratio of 1, explained
+    assert interference._pooled(2, _row(0.003, 0.003), 0.0112, 0.0006)["step_base"] == 1.0
 
 
 def test_owed_work_within_the_noise_of_the_step_alone_explains_nothing() -> None:
