@@ -152,9 +152,10 @@ def measure(config: str, work: Path) -> dict[str, float]:
     t0 = time.perf_counter()
     d = json.loads(_run([sys.executable, str(SCRIPT), config, str(STEPS)], work))
     step, wait = d["step_s"], d["wait_s"]
-    from hsisim.profile import BLOCK  # the blocks calibration's loops are read in (the user's loop imports nothing)
+    from hsisim.calibration.interference import blocks  # as calibration's loops are read (the user's imports nothing)
+    from hsisim.profile import BLOCK
 
-    tens = [statistics.fmean(step[i:i + BLOCK]) for i in range(0, len(step) - BLOCK + 1, BLOCK)]
+    tens = blocks(step)
     print(f"user loop: {statistics.fmean(step) * 1e3:.1f} ms, {BLOCK}-step blocks {min(tens) * 1e3:.0f}-"
           f"{max(tens) * 1e3:.0f} ms", file=sys.stderr, flush=True)
     return {"step_s": statistics.fmean(step), "wait_share": sum(wait) / sum(step), "threads": d["torch_threads"],

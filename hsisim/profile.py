@@ -194,6 +194,10 @@ class Interference(_Part):
     rounds_se: NonNegative | None = None
     worker_build: WorkerBuild | None = None  # absent from profiles written before f4dfbe6 (2026-12-06)
 
+    def row(self, workers: int) -> WorkerPace:
+        """The paces measured with this many workers (at least 1); beyond the measured counts, the most measured."""
+        return self.workers[min(workers, len(self.workers)) - 1]
+
     @model_validator(mode="after")
     def _counts(self) -> Interference:
         if [w.workers for w in self.workers] != list(range(1, len(self.workers) + 1)):

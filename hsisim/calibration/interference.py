@@ -136,7 +136,7 @@ def blocks(times: list[float]) -> list[float]:
     return [statistics.fmean(times[i:i + BLOCK]) for i in range(0, len(times) - BLOCK + 1, BLOCK)]
 
 
-def _span(values: list[float]) -> dict[str, Any]:
+def _block_range(values: list[float]) -> dict[str, Any]:
     """The fastest and slowest block, where there are two or more."""
     return {"block_step_s": [min(values), max(values)]} if len(values) > 1 else {}
 
@@ -311,7 +311,7 @@ def _pooled(k: int, row: dict[str, list[float]], step_alone: float, build_alone:
             "step_base": 1.0 if explained else (loop_step - loop_wait) / step_alone,
             "build_ratio_idle": idle_ratio,
             "build_ratio_busy": max(idle_ratio, busy_t / left) if left > 0.05 * busy_t > 0 else idle_ratio,
-            "loop_step_s": loop_step, "loop_wait_s": loop_wait, **handover, **_span(row["blocks"])}
+            "loop_step_s": loop_step, "loop_wait_s": loop_wait, **handover, **_block_range(row["blocks"])}
 
 
 def max_workers() -> int:
@@ -386,7 +386,7 @@ class InterferenceProbe:
                 "step_alone_s": mean["step_alone_s"], "build_alone_s": mean["build_alone_s"],
                 "inline": {"build_ratio": mean["build_s"] / mean["build_alone_s"],
                            "step_ratio": mean["step_s"] / mean["step_alone_s"],
-                           "build_s": mean["build_s"], "step_s": mean["step_s"], **_span(self.inline_blocks)},
+                           "build_s": mean["build_s"], "step_s": mean["step_s"], **_block_range(self.inline_blocks)},
                 "workers": [_pooled(k, row, mean["step_alone_s"], mean["build_alone_s"])
                             for k, row in self.table.items()],
                 "worker_build": threads.pooled(self.worker_builds),

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from hsisim.profile import THREADED_BUILD
+from hsisim.profile import WorkerBuild
 
 # the builds are timed back to back for at least this long, after untimed ones for as long, so that a build
 # of a millisecond or less is not read from a CPU clock that a thread pool's spin after earlier work still
@@ -87,7 +87,7 @@ def worker_build(build: Callable[[], Any], reps: int) -> dict[str, Any]:
 def threaded(rounds: list[dict[str, Any]]) -> bool:
     """Whether these ``worker_build`` measurements, pooled as the profile keeps them, kept ``THREADED_BUILD``
     cores or more busy: as ``hsisim run`` will decide whether to warn (``WorkerBuild.threaded``)."""
-    return bool(rounds) and pooled(rounds)["cores"] >= THREADED_BUILD
+    return bool(rounds) and WorkerBuild.model_validate(pooled(rounds)).threaded
 
 
 def pooled(rounds: list[dict[str, Any]]) -> dict[str, Any]:

@@ -84,7 +84,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
     notes.append(f"workers and the training step share the cores at the paces measured in a DataLoader loop "
                  f"(1..{len(w)} workers; a step alone {it.step_alone_s * 1e3:.1f} ms, a build "
                  f"{it.build_alone_s * 1e3:.1f} ms at batch {it.batch})")
-    row = w[min(sc.loader.num_workers, len(w)) - 1]  # beyond the measured counts: the most workers measured
+    row = it.row(sc.loader.num_workers)
     paces = Paces(_step_table(w, row), tuple(p.build_ratio_idle for p in w), tuple(p.build_ratio_busy for p in w))
     handover = _loop_handover(w, row, handover, measured.get("handover"), micro, it.batch, notes)
     if row.step_base > 1.0:
@@ -131,11 +131,14 @@ def threaded_build(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | Non
 def _sampled(it: Interference, workers: int) -> str:
     """The fastest and slowest ``BLOCK``-step block calibration's loop with the scenario's workers (the most it ran, if
     fewer) ran, where the profile has them."""
-    n = min(workers, len(it.workers))
-    lo_hi = it.workers[n - 1].block_step_s if n else it.inline.block_step_s
+    if workers:
+        row = it.row(workers)
+        lo_hi = row.block_step_s
+        loop = f"with {row.workers} worker(s)" + (" (the most it measured)" if row.workers < workers else "")
+    else:
+        lo_hi, loop = it.inline.block_step_s, "without workers"
     if lo_hi is None:
         return ""
-    loop = (f"with {n} worker(s)" + (" (the most it measured)" if n < workers else "")) if n else "without workers"
     return (f" Calibration's loop {loop} ran {BLOCK}-step blocks at {lo_hi[0] * 1e3:.0f} to {lo_hi[1] * 1e3:.0f} ms "
             f"a step, waits included (batch {it.batch}).")
 
