@@ -21,6 +21,11 @@ just after each of the interference probe's rounds (``_Meetings.round``), whose 
 prediction. The prediction is compared with the mean of those loops. On this 2-core VM the pace
 moves by up to a quarter within a minute, and a --quick calibration's rounds began at 4.6, 26.5
 and 28.9 s of 30 s, so loops run tens of seconds away from the rounds sample other moments.
+
+Each loop is read with the machine's pace just before and just after it (``user_loop/pace.py``, a
+second of small SVDs at numpy's default threads, which imports nothing from hsisim): on the 2-core
+VM it reads one of two paces, about 200 or 470 ms, each held for tens of seconds, and the loops'
+steps move with it. A loop whose pace before and after differ straddled a change.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent / "user_loop"
 SCRIPT = HERE / "hamida_user.py"
+PACE = HERE / "pace.py"  # the machine's pace for threads that wait on each other (one of two, on the 2-core VM)
 STEPS = 150
 SCENARIO = """
 name: user_{config}
@@ -147,19 +153,27 @@ def readout(config: str, cfg: dict[str, object], work: Path, profile: Path) -> d
             "calibrate_s": calibrated["probe_seconds"], "rounds": it.get("rounds", 0), "span_s": it.get("span_s", 0.0)}
 
 
+def _pace(work: Path) -> float:
+    """``pace.py``'s batch of small SVDs (ms): which of the machine's paces holds now."""
+    return float(json.loads(_run([sys.executable, str(PACE)], work))["batch_ms"])
+
+
 def measure(config: str, work: Path) -> dict[str, float]:
-    """The script's own loop, as the user runs it."""
+    """The script's own loop, as the user runs it, with the machine's pace read just before and just after it."""
     t0 = time.perf_counter()
+    before = _pace(work)
     d = json.loads(_run([sys.executable, str(SCRIPT), config, str(STEPS)], work))
+    after = _pace(work)
     step, wait = d["step_s"], d["wait_s"]
     from hsisim.calibration.interference import blocks  # as calibration's loops are read (the user's imports nothing)
     from hsisim.profile import BLOCK
 
     tens = blocks(step)
     print(f"user loop: {statistics.fmean(step) * 1e3:.1f} ms, {BLOCK}-step blocks {min(tens) * 1e3:.0f}-"
-          f"{max(tens) * 1e3:.0f} ms", file=sys.stderr, flush=True)
+          f"{max(tens) * 1e3:.0f} ms; the machine's pace {before:.0f} ms before, {after:.0f} ms after",
+          file=sys.stderr, flush=True)
     return {"step_s": statistics.fmean(step), "wait_share": sum(wait) / sum(step), "threads": d["torch_threads"],
-            "wall_s": time.perf_counter() - t0}
+            "wall_s": time.perf_counter() - t0, "pace_before_ms": before, "pace_after_ms": after}
 
 
 def _flag(argv: list[str], flag: str) -> tuple[bool, list[str]]:
@@ -192,8 +206,8 @@ def main() -> None:
     names = argv[1:] or list(configs)
     print("| config | round | user's loops, step (ms) | mean ± 95 % CI | step predicted | error | user's loops, data "
           "wait (%) | mean | predicted | error (points) | calibration's own loop: step, data wait | its rounds | "
-          "calibrate (s) |")
-    print("|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+          "calibrate (s) | the machine's pace before/after each loop (ms) |")
+    print("|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
     pooled: dict[str, list[dict[str, float]]] = {}
     loops: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as d:
@@ -211,12 +225,14 @@ def main() -> None:
                 m = {key: statistics.fmean(u[key] for u in runs) for key in ("step_s", "wait_share")}
                 err = 100 * (p["step_s"] / m["step_s"] - 1)
                 pts = 100 * (p["wait_share"] - m["wait_share"])
+                paces = ", ".join(f"{u['pace_before_ms']:.0f}/{u['pace_after_ms']:.0f}" for u in runs)
                 print(f"| {name} | {r + 1} | {', '.join(f'{x * 1e3:.1f}' for x in steps)} | "
                       f"{m['step_s'] * 1e3:.1f} ± {ci95(steps) * 1e3:.1f} ms | {p['step_s'] * 1e3:.1f} ms | "
                       f"{err:+.1f} % | {', '.join(f'{100 * w:.1f}' for w in waits)} | "
                       f"{m['wait_share']:.1%} | {p['wait_share']:.1%} | {pts:+.1f} | "
                       f"{p['probe_step_s'] * 1e3:.1f} ms, {p['probe_wait_share']:.1%} | {p['rounds']:.0f} over "
-                      f"{p['span_s']:.0f} s | {p['calibrate_s']:.0f} |",
+                      f"{p['span_s']:.0f} s | {p['calibrate_s']:.0f} | "
+                      f"{paces} |",
                       flush=True)
                 pooled.setdefault(name, []).append({**{f"m_{key}": v for key, v in m.items()}, **p})
                 loops.setdefault(name, []).extend(steps)
