@@ -196,6 +196,35 @@ def ci95(xs: list[float]) -> float:
     return float(stats.t.ppf(0.975, len(xs) - 1) * statistics.stdev(xs) / len(xs) ** 0.5) if len(xs) > 1 else 0.0
 
 
+SLOW = 1.5  # a pace reading over 1.5x the run's fastest is the slow pace (2-core VM: 187-226 against 444-468 ms)
+
+
+def calibration_paces(runs: list[dict[str, float]], interleave: bool, k: int) -> list[float]:
+    """The pace readings next to calibration's measurements: the readings just before and just after each
+    interference round (interleaved), or just before and just after the whole calibration."""
+    if interleave:  # the loops come in pairs, one just before and one just after each round
+        return [x for i in range(0, len(runs) - 1, 2)
+                for x in (runs[i]["pace_after_ms"], runs[i + 1]["pace_before_ms"])]
+    return [runs[k - 1]["pace_after_ms"], runs[k]["pace_before_ms"]]
+
+
+def matched(name: str, r: int, p: dict[str, float], runs: list[dict[str, float]], cal: list[float],
+            fastest: float) -> str:
+    """The prediction against the user's loops that held the pace calibration's rounds held, where they held one."""
+    slow = {x > SLOW * fastest for x in cal}
+    if len(slow) > 1:
+        return f"  {name} round {r}: calibration's readings met both paces ({', '.join(f'{x:.0f}' for x in cal)} ms)"
+    pace = slow.pop()
+    same = [u for u in runs if (u["pace_before_ms"] > SLOW * fastest) == pace == (u["pace_after_ms"] > SLOW * fastest)]
+    head = f"  {name} round {r}: calibration at the {'slow' if pace else 'fast'} pace"
+    if not same:
+        return f"{head}; none of the user's loops held it throughout"
+    step, wait = (statistics.fmean(u[key] for u in same) for key in ("step_s", "wait_share"))
+    return (f"{head}; the prediction {p['step_s'] * 1e3:.1f} ms against the {len(same)} loop(s) that held it, "
+            f"{step * 1e3:.1f} ms: {100 * (p['step_s'] / step - 1):+.1f} %, data wait "
+            f"{100 * (p['wait_share'] - wait):+.1f} points")
+
+
 def main() -> None:
     interleave, argv = _flag(sys.argv[1:], "--interleave")
     if interleave and "--user-runs" in argv:
@@ -210,6 +239,7 @@ def main() -> None:
     print("|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
     pooled: dict[str, list[dict[str, float]]] = {}
     loops: dict[str, list[float]] = {}
+    paced: list[tuple[str, int, dict[str, float], list[dict[str, float]], list[float]]] = []
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
         (work / "hamida_user.py").write_text(SCRIPT.read_text())
@@ -236,6 +266,7 @@ def main() -> None:
                       flush=True)
                 pooled.setdefault(name, []).append({**{f"m_{key}": v for key, v in m.items()}, **p})
                 loops.setdefault(name, []).extend(steps)
+                paced.append((name, r + 1, p, runs, calibration_paces(runs, interleave, k)))
     print("\npooled over the rounds (mean of the predictions against the mean of every loop, its 95 % CI):")
     for name, rows in pooled.items():
         mean = {key: statistics.fmean(r[key] for r in rows)
@@ -246,6 +277,12 @@ def main() -> None:
               f"{statistics.stdev(every) / statistics.fmean(every):.0%} of a loop, n {len(every)}; predictions "
               f"{min(r['step_s'] for r in rows) * 1e3:.1f}-{max(r['step_s'] for r in rows) * 1e3:.1f} ms), data wait "
               f"{100 * (mean['wait_share'] - mean['m_wait_share']):+.1f} points")
+
+    fastest = min(u[key] for *_, runs, _ in paced for u in runs for key in ("pace_before_ms", "pace_after_ms"))
+    print(f"\nat the pace calibration held (a reading over {SLOW}x the fastest, {fastest:.0f} ms, is the slow pace; a "
+          "loop holds a pace when its readings before and after both show it):")
+    for row in paced:
+        print(matched(*row, fastest))
 
 
 if __name__ == "__main__":
