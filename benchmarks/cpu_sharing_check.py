@@ -25,7 +25,11 @@ and 28.9 s of 30 s, so loops run tens of seconds away from the rounds sample oth
 Each loop is read with the machine's pace just before and just after it (``user_loop/pace.py``, a
 second of small SVDs at numpy's default threads, which imports nothing from hsisim): on the 2-core
 VM it reads one of two paces, about 200 or 470 ms, each held for tens of seconds, and the loops'
-steps move with it. A loop whose pace before and after differ straddled a change.
+steps move with it. A loop whose pace before and after differ straddled a change. Last, each
+round's prediction is set against the loops that held the pace calibration held (the readings just
+before and just after its rounds, or the whole calibration without ``--interleave``; a reading over
+1.5x the run's fastest is the slow pace), where its readings show one pace. The pace probe does not
+catch every change of the machine's pace: loops at its fast reading ran at 14.1-19.1 ms (offline5).
 """
 
 from __future__ import annotations
