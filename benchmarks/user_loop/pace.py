@@ -10,8 +10,8 @@ time rests on how fast the cores see each other's writes. On the 2-core developm
 one of two paces, about 190 ms (187-226) or about 450 ms (444-481) a batch, now and then 157-161 ms
 (December 2026), each held for tens of seconds, while two independent single-thread processes kept
 one pace throughout (1224-1269 loop passes per 0.5 s in every 10 s window over 2 minutes): the slow
-pace is the machine's, not the process's. Both threads were busy all the time at either pace (a whole core each). Pinned to one
-core, the batch took 146 ms at either moment.
+pace is the machine's, not the process's. Both threads were busy all the time at either pace (a
+whole core each). Pinned to one core, the batch took 146 ms at either moment.
 """
 
 from __future__ import annotations
