@@ -24,8 +24,8 @@ and 28.9 s of 30 s, so loops run tens of seconds away from the rounds sample oth
 
 Each loop is read with the machine's pace just before and just after it (``user_loop/pace.py``, a
 second of small SVDs at numpy's default threads, which imports nothing from hsisim): on the 2-core
-VM it reads one of two paces, about 200 or 470 ms, each held for tens of seconds, and the loops'
-steps move with it. A loop whose pace before and after differ straddled a change. Last, each
+VM it reads one of two paces, 187-226 or 444-481 ms (now and then 157-161), each held for tens of
+seconds, and the loops' steps move with it. A loop whose pace before and after differ straddled a change. Last, each
 round's prediction is set against the loops that held the pace calibration held (the readings just
 before and just after its rounds, or the whole calibration without ``--interleave``; a reading over
 1.5x the run's fastest is the slow pace), where its readings show one pace. The pace probe does not
@@ -200,7 +200,7 @@ def ci95(xs: list[float]) -> float:
     return float(stats.t.ppf(0.975, len(xs) - 1) * statistics.stdev(xs) / len(xs) ** 0.5) if len(xs) > 1 else 0.0
 
 
-SLOW = 1.5  # a pace reading over 1.5x the run's fastest is the slow pace (2-core VM: 187-226 against 444-468 ms)
+SLOW = 1.5  # a pace reading over 1.5x the run's fastest is the slow pace (2-core VM: 157-226 against 444-481 ms)
 
 
 def calibration_paces(runs: list[dict[str, float]], interleave: bool, k: int) -> list[float]:
@@ -215,11 +215,14 @@ def calibration_paces(runs: list[dict[str, float]], interleave: bool, k: int) ->
 def matched(name: str, r: int, p: dict[str, float], runs: list[dict[str, float]], cal: list[float],
             fastest: float) -> str:
     """The prediction against the user's loops that held the pace calibration's rounds held, where they held one."""
-    slow = {x > SLOW * fastest for x in cal}
-    if len(slow) > 1:
+    def slow(reading: float) -> bool:
+        return reading > SLOW * fastest
+
+    paces = {slow(x) for x in cal}
+    if len(paces) > 1:
         return f"  {name} round {r}: calibration's readings met both paces ({', '.join(f'{x:.0f}' for x in cal)} ms)"
-    pace = slow.pop()
-    same = [u for u in runs if (u["pace_before_ms"] > SLOW * fastest) == pace == (u["pace_after_ms"] > SLOW * fastest)]
+    pace = paces.pop()
+    same = [u for u in runs if slow(u["pace_before_ms"]) == pace == slow(u["pace_after_ms"])]
     head = f"  {name} round {r}: calibration at the {'slow' if pace else 'fast'} pace"
     if not same:
         return f"{head}; none of the user's loops held it throughout"
