@@ -294,6 +294,42 @@ def test_a_build_that_runs_threads_of_its_own_is_a_warning_with_what_one_thread_
     assert (warned.compute_s, warned.batch_build_s) == (base.compute_s, base.batch_build_s)
 
 
+def test_a_loop_whose_pace_moved_while_it_calibrated_is_a_warning_with_its_blocks(tmp_path: Path) -> None:
+    p = _with_worker_build(tmp_path, {"build_s": 0.05, "cores": 1.0})  # its builds at one thread
+    prof = json.loads(p.read_text())
+    it = prof["data"]["modes"]["getitem"]["interference"]
+
+    def warnings(one: list[float] | None, inline: list[float] | None, *sets: str) -> tuple[str, ...]:
+        for entry, blocks in ((it["workers"][0], one), (it["inline"], inline)):
+            entry.pop("block_step_s", None)
+            if blocks is not None:
+                entry["block_step_s"] = blocks
+        p.write_text(json.dumps(prof))
+        return resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", *sets])).warnings
+
+    moved = warnings([0.15, 0.2], None, "loader.num_workers=1")
+    assert len(moved) == 1 and moved[0].startswith(
+        "calibration's DataLoader loop with 1 worker(s) ran 10-step blocks at 150.0 to 200.0 ms a step, waits "
+        "included (batch 32): the machine's pace moved by 33 % while it calibrated"), moved
+    # the loop the scenario's workers run, the most measured beyond them, or the loop without workers
+    assert warnings(None, [0.15, 0.2], "loader.num_workers=1") == ()
+    assert "loop without workers ran 10-step blocks at 150.0 to 200.0" in warnings(None, [0.15, 0.2])[0]
+    it["workers"][1]["block_step_s"] = [0.1, 0.13]
+    assert "loop with 2 worker(s) (the most it measured) ran 10-step blocks at 100.0 to 130.0" in \
+        warnings(None, None, "loader.num_workers=3")[0]
+    del it["workers"][1]["block_step_s"]
+    # at the threshold (1.2x) it warns, under it not
+    assert len(warnings([0.15, 0.18], None, "loader.num_workers=1")) == 1
+    assert warnings([0.15, 0.1799], None, "loader.num_workers=1") == ()
+    # paces the run does not use (other training threads than the profile's): nothing to say of them
+    assert warnings([0.15, 0.2], None, "loader.num_workers=1", "training.threads=2") == ()
+    # a build that runs threads of its own: its own warning, which quotes the blocks, and not this one
+    it["worker_build"] = {"build_s": 0.118, "cores": 2.0}
+    threaded = warnings([0.15, 0.2], None, "loader.num_workers=1")
+    assert len(threaded) == 1 and "something inside the Dataset runs threads" in threaded[0], threaded
+    assert "ran 10-step blocks at 150 to 200 ms" in threaded[0]
+
+
 @pytest.mark.parametrize(("key", "value"), [("cores", 0.0), ("build_s", -0.1), ("one_blas_thread_s", 0.0),
                                           ("blas", "openblas"), ("one_blas_thread_s", None), ("blas", [])])
 def test_bad_worker_build_measurements_are_input_errors(key: str, value: object, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from hsisim.profile import Profile, load_profile
 from hsisim.resolve.checkpoints import checkpoints, plan
 from hsisim.resolve.comm import comm
 from hsisim.resolve.compute import Compute, compute_time, steps
-from hsisim.resolve.data import Data, data, threaded_build
+from hsisim.resolve.data import Data, data, loop_warnings
 from hsisim.resolve.hardware import Hardware, hardware
 from hsisim.resolve.prices import prices
 from hsisim.resolve.spot import resolve_spot
@@ -90,7 +90,7 @@ def _job(sc: Scenario, allow_code: bool) -> Job:
         paces=dp.paces,
         compute_cpu_demand=demand, compute_slowdown=_slowdown(prof, hw),
         on_demand_usd_per_node_hour=pr.on_demand_usd_per_node_hour, notes=notes,
-        warnings=cp.warnings + threaded_build(sc, hw, wl, prof))
+        warnings=cp.warnings + loop_warnings(sc, hw, wl, prof))
     return _timed(job, sc) if sc.timings is not None else job
 
 

@@ -97,16 +97,49 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                 row.step_base)
 
 
-def threaded_build(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None) -> tuple[str, ...]:
+# calibration's loop ran its slowest block this many times its fastest, or more: the machine's pace moved while it
+# calibrated. On the 2-core VM the loop of batch 100 of 5x5 patches with 2 workers (its builds at one thread) ran
+# blocks 1.20, 1.44 and 1.24x apart in three --quick calibrations in a row, where the user's own loops ran at one of
+# two paces 1.3-1.4x apart for tens of seconds at a time (December 2026)
+UNSTEADY = 1.2
+
+
+def loop_warnings(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None) -> tuple[str, ...]:
+    """What the user should know of calibration's DataLoader loops before trusting the prediction: a batch build
+    that runs threads of its own (``threaded_build``), else loops whose pace moved while calibration ran them
+    (``unsteady``)."""
+    measured = _measured(sc, prof, wl)
+    it = measured.get("interference") if measured is not None else None
+    if it is None:
+        return ()
+    return threaded_build(sc, hw, it) or unsteady(sc, hw, it)
+
+
+def unsteady(sc: Scenario, hw: Hardware, it: Interference) -> tuple[str, ...]:
+    """A warning where the scenario's paces come from calibration's loop on this machine (``_interference``'s
+    conditions) and that loop's slowest ``BLOCK``-step block ran ``UNSTEADY`` times its fastest or more."""
+    if not hw.on_cpu or hw.instance.gpus != 1 or (it.cores, it.threads) != (hw.vcpus, hw.threads):
+        return ()
+    lo_hi, loop = _blocks(it, sc.loader.num_workers)
+    if lo_hi is None or lo_hi[1] < UNSTEADY * lo_hi[0]:
+        return ()
+    return (f"calibration's DataLoader loop {loop} ran {BLOCK}-step blocks at {lo_hi[0] * 1e3:.1f} to "
+            f"{lo_hi[1] * 1e3:.1f} ms a step, waits included (batch {it.batch}): the machine's pace moved by "
+            f"{100 * (lo_hi[1] / lo_hi[0] - 1):.0f} % while it calibrated, and the prediction rests on the paces "
+            "its loops happened to sample. On a shared or virtual machine the pace of threads that wait on each "
+            "other can change for tens of seconds at a time, and a run's steps may land anywhere in that span: "
+            "calibrate again (a full calibration samples more moments than --quick) and compare before trusting "
+            "the prediction closer than that",)
+
+
+def threaded_build(sc: Scenario, hw: Hardware, it: Interference) -> tuple[str, ...]:
     """A warning where the profile measured this scenario's batch build keeping ``THREADED_BUILD`` cores or more
     busy on its own, as a DataLoader worker runs it (torch at one thread): something inside the Dataset runs
     threads of its own, which oversubscribe the cores beside the training's and spin-wait, and the loop's pace
     then swings (``calibration.threads``). Where a BLAS library ran more than one thread, the build's time with
     them limited to one says what limiting them would do to the build alone."""
-    measured = _measured(sc, prof, wl)
-    it = measured.get("interference") if measured is not None else None
-    wb = it.worker_build if it is not None else None
-    if it is None or wb is None or not wb.threaded:
+    wb = it.worker_build
+    if wb is None or not wb.threaded:
         return ()
     workers, ranks = sc.loader.num_workers, hw.instance.gpus
     where = (f"each of the {workers} DataLoader worker(s) of each of the {ranks} training process(es) on a "
@@ -128,15 +161,19 @@ def threaded_build(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | Non
             "to predict that run",)
 
 
-def _sampled(it: Interference, workers: int) -> str:
+def _blocks(it: Interference, workers: int) -> tuple[list[float] | None, str]:
     """The fastest and slowest ``BLOCK``-step block calibration's loop with the scenario's workers (the most it ran, if
-    fewer) ran, where the profile has them."""
-    if workers:
-        row = it.row(workers)
-        lo_hi = row.block_step_s
-        loop = f"with {row.workers} worker(s)" + (" (the most it measured)" if row.workers < workers else "")
-    else:
-        lo_hi, loop = it.inline.block_step_s, "without workers"
+    fewer) ran, where the profile has them, and which loop that was."""
+    if not workers:
+        return it.inline.block_step_s, "without workers"
+    row = it.row(workers)
+    return row.block_step_s, f"with {row.workers} worker(s)" + (" (the most it measured)" if row.workers < workers
+                                                                else "")
+
+
+def _sampled(it: Interference, workers: int) -> str:
+    """The blocks of ``_blocks`` in words, where the profile has them."""
+    lo_hi, loop = _blocks(it, workers)
     if lo_hi is None:
         return ""
     return (f" Calibration's loop {loop} ran {BLOCK}-step blocks at {lo_hi[0] * 1e3:.0f} to {lo_hi[1] * 1e3:.0f} ms "
