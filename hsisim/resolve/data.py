@@ -112,14 +112,15 @@ def loop_warnings(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None
     it = measured.get("interference") if measured is not None else None
     if it is None:
         return ()
-    return threaded_build(sc, hw, it) or unsteady(sc, hw, it)
+    threaded = threaded_build(sc, hw, it)
+    if threaded or _interference(sc, hw, measured, prof, []) is None:  # the run does not use the loops' paces
+        return threaded
+    return unsteady(sc, it)
 
 
-def unsteady(sc: Scenario, hw: Hardware, it: Interference) -> tuple[str, ...]:
-    """A warning where the scenario's paces come from calibration's loop on this machine (``_interference``'s
-    conditions) and that loop's slowest ``BLOCK``-step block ran ``UNSTEADY`` times its fastest or more."""
-    if not hw.on_cpu or hw.instance.gpus != 1 or (it.cores, it.threads) != (hw.vcpus, hw.threads):
-        return ()
+def unsteady(sc: Scenario, it: Interference) -> tuple[str, ...]:
+    """A warning where calibration's loop for the scenario's workers ran its slowest ``BLOCK``-step block ``UNSTEADY``
+    times its fastest or more."""
     lo_hi, loop = _blocks(it, sc.loader.num_workers)
     if lo_hi is None or lo_hi[1] < UNSTEADY * lo_hi[0]:
         return ()
