@@ -242,6 +242,17 @@ def test_the_loop_with_workers_keeps_its_workers_over_a_small_datasets_epochs(k:
     assert set(multiprocessing.active_children()) <= before  # and end with it
     with pytest.raises(HsisimInputError, match="a dataset of 16 samples has no whole batch of 17"):
         interference._workers_round(row, _PidCubes(tmp_path), 17, k, lambda: None, 0.001, 0.001, 2, 4, 7, 90.0)
+    # a step that raises ends them too, though the traceback still holds the loop's iterator
+    calls: list[int] = []
+
+    def failing() -> None:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("the user's step failed")
+
+    with pytest.raises(RuntimeError, match="the user's step failed") as raised:
+        interference._workers_round(row, _PidCubes(tmp_path), 8, k, failing, 0.001, 0.001, 2, 4, 7, 90.0)
+    assert raised.traceback and set(multiprocessing.active_children()) <= before
 
 
 @pytest.mark.parametrize("min_s", [0.0, 20.0])

@@ -252,10 +252,12 @@ def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int,
     loader = DataLoader(_TimedBuilds(ds), batch_size=batch, sampler=_Endless(len(ds)),  # type: ignore[arg-type]
                         num_workers=k, collate_fn=_timed_collate, prefetch_factor=PREFETCH)
     it = iter(loader)
-    for _ in range(k + 1):  # the workers are up
-        next(it)
-    computing, every, spans, waits, ready, after = _loop(it, step, k, warmup, steps, reps, cap_s, min_s)
-    del it, loader
+    try:
+        for _ in range(k + 1):  # the workers are up
+            next(it)
+        computing, every, spans, waits, ready, after = _loop(it, step, k, warmup, steps, reps, cap_s, min_s)
+    finally:  # the workers end with the round, also where a step or a build raised (its traceback holds them)
+        it._shutdown_workers()  # type: ignore[attr-defined]
     idle = statistics.median(e - s for _, s, e in after[PREFETCH * k:])
     row["step_alone_s"].append(step_alone)
     row["steps"].append(len(computing))
