@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-CONFIGS = {
+CONFIGS: dict[str, dict[str, Any]] = {
     "offline5": {"batch": 100, "workers": 2, "patch": 5, "preprocess": "offline"},
     "getitem11": {"batch": 64, "workers": 0, "patch": 11, "preprocess": "getitem"},
     "getitem9": {"batch": 64, "workers": 1, "patch": 9, "preprocess": "getitem"},
