@@ -7,8 +7,9 @@ import math
 import multiprocessing
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -228,6 +229,40 @@ class _PidCubes(_Cubes):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         (self.where / str(os.getpid())).touch()
         return super().__getitem__(i)
+
+
+class _FailingInWorker(_Cubes):
+    """_Cubes whose DataLoader worker raises at its 100th sample (in its second epoch at batch 8)."""
+
+    def __init__(self) -> None:
+        self.built = 0
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        self.built += 1
+        if torch.utils.data.get_worker_info() is not None and self.built == 100:
+            raise RuntimeError("the user's __getitem__ failed")
+        return super().__getitem__(i)
+
+
+def test_the_probes_batches_end_their_workers_where_a_build_raises_or_they_are_closed() -> None:
+    # the data and hand-over probes read persistent workers through `forever`: a raised build's traceback holds
+    # its frame and so the loader, whose workers lived on as long as the traceback (the CLI's error report)
+    before = set(multiprocessing.active_children())
+
+    def batches() -> Generator[Any, None, None]:
+        return probes.forever(torch.utils.data.DataLoader(_FailingInWorker(), batch_size=8, num_workers=1,
+                                                          persistent_workers=True, drop_last=True))
+
+    it = batches()
+    with pytest.raises(RuntimeError, match="the user's __getitem__ failed") as raised:
+        for _ in range(20):  # 8 batches an epoch: the worker fails in the second epoch, the same worker
+            next(it)
+    assert raised.traceback and set(multiprocessing.active_children()) <= before
+    it = batches()
+    next(it)
+    assert set(multiprocessing.active_children()) > before
+    it.close()  # as when a probe is done with it
+    assert set(multiprocessing.active_children()) <= before
 
 
 @pytest.mark.parametrize("k", [1, 2])

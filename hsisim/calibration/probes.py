@@ -330,11 +330,22 @@ def no_whole_batch(n: int, batch: int | None) -> HsisimInputError:
 
 
 def forever(loader: DataLoader) -> Any:
-    """The loader's batches, epoch after epoch (a dataset of fewer batches than a probe takes is read again)."""
+    """The loader's batches, epoch after epoch (a dataset of fewer batches than a probe takes is read again).
+
+    Its workers end where a build raises, or where the batches are closed or dropped: a traceback holds this
+    frame and so the loader, whose persistent workers would live on until it was collected."""
     if len(loader) == 0:  # it would yield nothing, for ever
         raise no_whole_batch(len(loader.dataset), loader.batch_size)  # type: ignore[arg-type]
-    while True:
-        yield from loader
+    it = None
+    try:
+        while True:
+            it = iter(loader)
+            yield from it
+    except BaseException:  # GeneratorExit too: not at an epoch's end, where persistent workers go on
+        shutdown = getattr(it, "_shutdown_workers", None)  # a loader without workers has none
+        if shutdown is not None:
+            shutdown()
+        raise
 
 
 def handover_probe(ds: Dataset, batches: list[int], build: dict[str, Any], fetches: int = 20,
