@@ -162,6 +162,9 @@ class WorkerBuild(_Part):
     # with the BLAS libraries limited to one thread, where one ran more (``blas`` names them)
     one_blas_thread_s: Positive | None = None
     blas: list[str] = Field(default_factory=list)
+    # the threads each BLAS library loaded ran, by name and version (absent where none was loaded, and from
+    # profiles written before 2026-12-06's stop 40)
+    blas_threads: dict[str, Annotated[int, Field(ge=1)]] | None = None
 
     @model_validator(mode="after")
     def _both(self) -> WorkerBuild:
@@ -174,6 +177,10 @@ class WorkerBuild(_Part):
     def threaded(self) -> bool:
         """Whether the build runs threads of its own: it kept ``THREADED_BUILD`` cores or more busy."""
         return self.cores >= THREADED_BUILD
+
+    def limited(self, cores: int) -> dict[str, int]:
+        """The BLAS libraries that ran fewer threads than ``cores`` (the machine's) as the build was measured."""
+        return {name: n for name, n in (self.blas_threads or {}).items() if n < cores}
 
 
 class Interference(_Part):

@@ -29,8 +29,10 @@ class _FakeBuild:
         return (0.06, 0.06) if self.limited else (0.1, 0.2)
 
 
-def _faked(monkeypatch: pytest.MonkeyPatch, build: _FakeBuild, blas: list[str]) -> list[bool]:
-    """The fakes in place; returns the list of timed builds (whether each ran limited)."""
+def _faked(monkeypatch: pytest.MonkeyPatch, build: _FakeBuild, blas: list[str],
+           counts: dict[str, int] | None = None) -> list[bool]:
+    """The fakes in place (``counts``: each BLAS library's threads, none loaded by default); returns the list of
+    timed builds (whether each ran limited)."""
     timed: list[bool] = []
 
     def clocked(fn: _FakeBuild) -> tuple[float, float]:
@@ -48,12 +50,13 @@ def _faked(monkeypatch: pytest.MonkeyPatch, build: _FakeBuild, blas: list[str]) 
     monkeypatch.setattr(threads, "_clocked", clocked)
     monkeypatch.setattr(threads, "threadpool_limits", limits)
     monkeypatch.setattr(threads, "threaded_blas", lambda: blas)
+    monkeypatch.setattr(threads, "blas_threads", lambda: counts or {})
     return timed
 
 
 def test_a_build_is_timed_as_a_worker_runs_it_and_with_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     build = _FakeBuild()
-    timed = _faked(monkeypatch, build, ["openblas 0.3.31 (2 threads)"])
+    timed = _faked(monkeypatch, build, ["openblas 0.3.31 (2 threads)"], {"openblas 0.3.31": 2})
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -61,7 +64,7 @@ def test_a_build_is_timed_as_a_worker_runs_it_and_with_one_blas_thread(monkeypat
         assert torch.get_num_threads() == 2  # restored
     finally:
         torch.set_num_threads(before)
-    assert out.pop("blas") == ["openblas 0.3.31 (2 threads)"]
+    assert out.pop("blas") == ["openblas 0.3.31 (2 threads)"] and out.pop("blas_threads") == {"openblas 0.3.31": 2}
     assert out == pytest.approx({"build_s": 0.1, "cores": 2.0, "one_blas_thread_s": 0.06})
     assert set(build.torch_threads) == {1}  # torch at one thread, as in a worker, for every build, untimed or not
     # reps timed builds, and more until 0.2 s were timed: 3 at 0.1 s, then 4 at 0.06 s (0.24 s), limited
@@ -87,6 +90,19 @@ def test_without_a_threaded_blas_only_the_build_and_its_cores(monkeypatch: pytes
     build = _FakeBuild()
     _faked(monkeypatch, build, [])
     assert threads.worker_build(build, reps=3) == pytest.approx({"build_s": 0.1, "cores": 2.0})
+    # a BLAS library at one thread (limited by the user, say): its threads kept, nothing timed again
+    _faked(monkeypatch, build, [], {"openblas 0.3.31": 1})
+    out = threads.worker_build(build, reps=3)
+    assert out.pop("blas_threads") == {"openblas 0.3.31": 1} and "blas" not in out
+
+
+def test_the_blas_threads_are_each_librarys_as_threadpoolctl_finds_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    info = [{"user_api": "blas", "internal_api": "openblas", "version": "0.3.31", "num_threads": 2},
+            {"user_api": "openmp", "internal_api": "openmp", "version": None, "num_threads": 2},
+            {"user_api": "blas", "internal_api": "mkl", "version": None, "num_threads": 1}]
+    monkeypatch.setattr(threads, "threadpool_info", lambda: info)
+    assert threads.blas_threads() == {"openblas 0.3.31": 2, "mkl": 1}
+    assert threads.threaded_blas() == ["openblas 0.3.31 (2 threads)"]
 
 
 def test_rounds_pool_to_means_and_the_one_thread_build_only_where_every_round_had_it() -> None:
@@ -96,6 +112,8 @@ def test_rounds_pool_to_means_and_the_one_thread_build_only_where_every_round_ha
     assert both.pop("blas") == ["openblas (2 threads)"]
     assert both == pytest.approx({"build_s": 0.15, "cores": 1.5, "one_blas_thread_s": 0.07})
     assert threads.pooled([a, {"build_s": 0.2, "cores": 1.0}]) == pytest.approx({"build_s": 0.15, "cores": 1.5})
+    # each library's threads as the last round found them
+    assert threads.pooled([a, {**b, "blas_threads": {"openblas": 2}}])["blas_threads"] == {"openblas": 2}
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: no BLAS thread runs beside another")
@@ -115,3 +133,5 @@ def test_a_real_blas_product_keeps_its_threads_busy_and_one_thread_is_one_core()
         one = threads.worker_build(build, reps=3)
     # limited: no threaded BLAS left, and one core at most (a thread can keep no more busy)
     assert one["cores"] < 1.2 and "one_blas_thread_s" not in one and "blas" not in one
+    # what it ran them at, recorded: every library at one thread, limited; before, each at its own count
+    assert set(one["blas_threads"].values()) == {1} and out["blas_threads"] == threads.blas_threads()

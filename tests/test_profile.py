@@ -330,8 +330,33 @@ def test_a_loop_whose_pace_moved_while_it_calibrated_is_a_warning_with_its_block
     assert "ran 10-step blocks at 150 to 200 ms" in threaded[0]
 
 
+def test_a_build_measured_under_a_blas_limit_says_the_run_must_keep_it(tmp_path: Path) -> None:
+    def notes(build: dict[str, object] | None, *sets: str) -> list[str]:
+        p = _with_worker_build(tmp_path, build)
+        return [n for n in resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", *sets])).notes
+                if "the profile measured the batch build with" in n]
+
+    limited = {"build_s": 0.089, "cores": 1.0, "blas_threads": {"openblas 0.3.31": 1, "mkl 2025": 4}}
+    said = notes(limited, "loader.num_workers=1")
+    assert said == ["the profile measured the batch build with openblas 0.3.31 at 1 thread(s) on a 4-core machine, "
+                    "fewer than such a library starts with (one thread a core) unless OPENBLAS_NUM_THREADS, "
+                    "MKL_NUM_THREADS, OMP_NUM_THREADS or a threadpool limit sets them: the prediction is for a run "
+                    "whose Dataset runs under the same limit (in its DataLoader workers too); without it, a build "
+                    "may run threads of its own beside the step's"], said
+    assert len(notes(limited, "loader.num_workers=0")) == 1  # the build is the profile's, with workers or without
+    # at one thread a core, or the threads not recorded (a profile before them, or no BLAS loaded): nothing to say
+    assert notes({"build_s": 0.089, "cores": 1.0, "blas_threads": {"openblas 0.3.31": 4}}) == []
+    assert notes({"build_s": 0.089, "cores": 1.0}) == [] and notes(None) == []
+    # and no warning beside it, nor another prediction
+    p = _with_worker_build(tmp_path, limited)
+    job = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}"]))
+    base = resolve_job(load_scenario(DATA_BOUND, [f"calibration={_with_worker_build(tmp_path, None)}"]))
+    assert job.warnings == () and (job.compute_s, job.batch_build_s) == (base.compute_s, base.batch_build_s)
+
+
 @pytest.mark.parametrize(("key", "value"), [("cores", 0.0), ("build_s", -0.1), ("one_blas_thread_s", 0.0),
-                                          ("blas", "openblas"), ("one_blas_thread_s", None), ("blas", [])])
+                                          ("blas", "openblas"), ("one_blas_thread_s", None), ("blas", []),
+                                          ("blas_threads", {"openblas": 0}), ("blas_threads", ["openblas"])])
 def test_bad_worker_build_measurements_are_input_errors(key: str, value: object, tmp_path: Path) -> None:
     build: dict[str, object] = {"build_s": 0.118, "cores": 2.0, "one_blas_thread_s": 0.089, "blas": ["openblas"]}
     build[key] = value  # the last two: the time at one BLAS thread without the libraries, or they without it

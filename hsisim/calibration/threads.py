@@ -57,23 +57,33 @@ def _back_to_back(build: Callable[[], Any], reps: int) -> list[tuple[float, floa
     return timed
 
 
+def blas_threads() -> dict[str, int]:
+    """The threads of each BLAS library loaded in this process, as threadpoolctl finds them (by name and version)."""
+    return {f"{p.get('internal_api', '?')} {p.get('version') or ''}".strip(): int(p.get("num_threads", 1))
+            for p in threadpool_info() if p.get("user_api") == "blas"}
+
+
 def threaded_blas() -> list[str]:
     """The BLAS libraries loaded in this process that run more than one thread, as threadpoolctl finds them."""
-    return [f"{p.get('internal_api', '?')} {p.get('version') or ''}".strip() + f" ({p['num_threads']} threads)"
-            for p in threadpool_info() if p.get("user_api") == "blas" and p.get("num_threads", 1) > 1]
+    return [f"{name} ({n} threads)" for name, n in blas_threads().items() if n > 1]
 
 
 def worker_build(build: Callable[[], Any], reps: int) -> dict[str, Any]:
     """A batch build alone, as a DataLoader worker runs it (torch at one intra-op thread, every other library at
     its own count): its median wall time (``build_s``), the cores it keeps busy (``cores``: CPU time over wall
-    time, pooled), and where a BLAS library runs more than one thread (``blas``), its median with the BLAS
-    libraries limited to one thread (``one_blas_thread_s``). Torch's thread count is restored after."""
+    time, pooled), the threads each BLAS library ran (``blas_threads``, where one is loaded: a user who limited
+    them to follow ``hsisim run``'s advice calibrates under the limit, and the run says it predicts a run under
+    it), and where a BLAS library runs more than one thread (``blas``), its median with the BLAS libraries limited
+    to one thread (``one_blas_thread_s``). Torch's thread count is restored after."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         timed = _back_to_back(build, reps)
         out: dict[str, Any] = {"build_s": statistics.median(w for w, _ in timed),
                                "cores": sum(c for _, c in timed) / sum(w for w, _ in timed)}
+        counts = blas_threads()
+        if counts:
+            out["blas_threads"] = counts
         blas = threaded_blas()
         if blas:
             with threadpool_limits(limits=1, user_api="blas"):
@@ -92,9 +102,12 @@ def threaded(rounds: list[dict[str, Any]]) -> bool:
 
 def pooled(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """The rounds' measurements (at least one): means of the times and of the rounds' cores; the time at one BLAS
-    thread only where every round measured it (a library's threads are the same in every round)."""
+    thread only where every round measured it (a library's threads are the same in every round), and the BLAS
+    libraries' threads as the last round found them."""
     out: dict[str, Any] = {"build_s": statistics.fmean(r["build_s"] for r in rounds),
                            "cores": statistics.fmean(r["cores"] for r in rounds)}
+    if "blas_threads" in rounds[-1]:
+        out["blas_threads"] = rounds[-1]["blas_threads"]
     if all("one_blas_thread_s" in r for r in rounds):
         out["one_blas_thread_s"] = statistics.fmean(r["one_blas_thread_s"] for r in rounds)
         out["blas"] = rounds[-1]["blas"]

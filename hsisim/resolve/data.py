@@ -49,6 +49,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
         build_cv = measured["per_sample_cv"] / math.sqrt(micro)
         notes.append(f"batch build from the profile's DataLoader probe ({mode}): "
                      f"{build * 1e3:.2f} ms per micro-batch of {micro}")
+        notes.extend(limited_blas(measured.get("interference")))
     elif prof is not None and prof.data and not (wl.factory is not None and wl.factory.per_sample_s is not None):
         notes.append("batch build modelled: the profile's data probe used another patch or band count")
     # On a CPU device the training process computes synchronously, so receiving each finished batch
@@ -160,6 +161,21 @@ def threaded_build(sc: Scenario, hw: Hardware, it: Interference) -> tuple[str, .
             "OPENBLAS_NUM_THREADS=1 (MKL_NUM_THREADS=1 for MKL) before the script starts, or call "
             "threadpoolctl.threadpool_limits(1) in the DataLoader's worker_init_fn, and calibrate again under it "
             "to predict that run",)
+
+
+def limited_blas(it: Interference | None) -> tuple[str, ...]:
+    """A note where the profile measured the batch build with a BLAS library at fewer threads than the machine's
+    cores: a limit the user set (likely to follow ``threaded_build``'s advice) that the run must keep too."""
+    if it is None or it.worker_build is None:
+        return ()
+    limited = it.worker_build.limited(it.cores)
+    if not limited:
+        return ()
+    libs = ", ".join(f"{name} at {n} thread(s)" for name, n in limited.items())
+    return (f"the profile measured the batch build with {libs} on a {it.cores}-core machine, fewer than such a "
+            "library starts with (one thread a core) unless OPENBLAS_NUM_THREADS, MKL_NUM_THREADS, OMP_NUM_THREADS "
+            "or a threadpool limit sets them: the prediction is for a run whose Dataset runs under the same limit "
+            "(in its DataLoader workers too); without it, a build may run threads of its own beside the step's",)
 
 
 def _blocks(it: Interference, workers: int) -> tuple[list[float] | None, str]:
