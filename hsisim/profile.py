@@ -163,7 +163,7 @@ class WorkerBuild(_Part):
     one_blas_thread_s: Positive | None = None
     blas: list[str] = Field(default_factory=list)
     # the threads each BLAS library loaded ran, by name and version (absent where none was loaded, and from
-    # profiles written before 2026-12-06's stop 40)
+    # profiles written before 520b717, 2026-12-06)
     blas_threads: dict[str, Annotated[int, Field(ge=1)]] | None = None
 
     @model_validator(mode="after")
