@@ -147,7 +147,8 @@ def readout(config: str, cfg: dict[str, object], work: Path, profile: Path) -> d
     step = busy / STEPS
     if "block_step_s" in row:  # the fastest and slowest 10-step block calibration's loops ran
         lo, hi = row["block_step_s"]
-        print(f"calibration's loop, blocks {lo * 1e3:.0f}-{hi * 1e3:.0f} ms a step; a build alone kept "
+        n = f"{row['block_n']} " if "block_n" in row else ""
+        print(f"calibration's loop, {n}blocks {lo * 1e3:.0f}-{hi * 1e3:.0f} ms a step; a build alone kept "
               f"{it.get('worker_build', {}).get('cores', float('nan')):.2f} cores busy", file=sys.stderr, flush=True)
     if abs(step / loop[0] - 1) > 0.05:  # the model, not the moment, parts from the probe's loop: show its paces
         print(f"prediction {step * 1e3:.1f} ms against calibration's own loop {loop[0] * 1e3:.1f} ms; its "

@@ -97,11 +97,16 @@ BLOCK = 10
 # included); absent where the loops gave fewer than two blocks, and from profiles written before 0404303
 # (2026-12-06)
 Blocks = Annotated[list[Positive], Field(min_length=2, max_length=2)]
+# how many blocks ``block_step_s`` is the range of (absent from profiles written before 2026-12-06's last change to
+# it): a --quick calibration's loops run one each
+BlockCount = Annotated[int, Field(ge=2)]
 
 
-def _in_order(blocks: list[float] | None) -> None:
+def _in_order(blocks: list[float] | None, n: int | None) -> None:
     if blocks is not None and blocks[0] > blocks[1]:
         raise ValueError("block_step_s: the fastest block's step, then the slowest's")
+    if n is not None and blocks is None:
+        raise ValueError("block_n: the count of the blocks block_step_s ranges over, which is missing")
 
 
 class InlinePace(_Part):
@@ -113,10 +118,11 @@ class InlinePace(_Part):
     build_s: Positive
     step_s: Positive
     block_step_s: Blocks | None = None
+    block_n: BlockCount | None = None
 
     @model_validator(mode="after")
     def _blocks(self) -> InlinePace:
-        _in_order(self.block_step_s)
+        _in_order(self.block_step_s, self.block_n)
         return self
 
 
@@ -136,10 +142,11 @@ class WorkerPace(_Part):
     # alone); exactly 1 where they did. See ``Interference._before_step_base`` for profiles without it
     step_base: Annotated[float, Field(gt=0.0, le=1000.0)] = 1.0
     block_step_s: Blocks | None = None
+    block_n: BlockCount | None = None
 
     @model_validator(mode="after")
     def _blocks(self) -> WorkerPace:
-        _in_order(self.block_step_s)
+        _in_order(self.block_step_s, self.block_n)
         return self
 
     @property

@@ -452,7 +452,8 @@ def test_a_loops_pace_is_read_in_whole_10_step_blocks_and_its_fastest_and_slowes
     row["blocks"] = [0.0144]  # one block is no spread
     assert "block_step_s" not in interference._pooled(1, row, 0.0112, 0.0012)
     row["blocks"] = [0.0144, 0.0121, 0.0302]
-    assert interference._pooled(1, row, 0.0112, 0.0012)["block_step_s"] == [0.0121, 0.0302]
+    pooled = interference._pooled(1, row, 0.0112, 0.0012)
+    assert (pooled["block_step_s"], pooled["block_n"]) == ([0.0121, 0.0302], 3)
 
 
 def test_a_step_slowdown_the_builds_cannot_explain_is_kept_for_the_whole_step() -> None:

@@ -283,6 +283,14 @@ def test_a_build_that_runs_threads_of_its_own_is_a_warning_with_what_one_thread_
     p.write_text(json.dumps(prof))
     one_row = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"])).warnings
     assert "Calibration's loop with 1 worker(s) ran 10-step blocks at 151 to 200 ms a step" in one_row[0], one_row
+    # how many blocks, where the profile says: under 6 they are few (a --quick calibration's, one a loop)
+    for n, few in ((2, True), (5, True), (6, False)):
+        it["workers"][0]["block_n"] = n
+        p.write_text(json.dumps(prof))
+        one_row = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"])).warnings
+        assert f"Calibration's loop with 1 worker(s) ran {n} 10-step blocks at 151 to 200 ms a step, waits " \
+            "included (batch 32)." in one_row[0], one_row
+        assert (f"Only {n}: too few to have met both of the paces such a loop swings between" in one_row[0]) == few
     # exactly at the threshold it warns
     assert len(warnings({"build_s": 0.05, "cores": 1.3}, "loader.num_workers=2")) == 1
     # one core's worth, or a profile written before it was measured: nothing to say
@@ -311,6 +319,10 @@ def test_a_loop_whose_pace_moved_while_it_calibrated_is_a_warning_with_its_block
     assert len(moved) == 1 and moved[0].startswith(
         "calibration's DataLoader loop with 1 worker(s) ran 10-step blocks at 150.0 to 200.0 ms a step, waits "
         "included (batch 32): the machine's pace moved by 33 % while it calibrated"), moved
+    it["workers"][0]["block_n"] = 3  # how many, where the profile says
+    assert warnings([0.15, 0.2], None, "loader.num_workers=1")[0].startswith(
+        "calibration's DataLoader loop with 1 worker(s) ran 3 10-step blocks at 150.0 to 200.0 ms")
+    del it["workers"][0]["block_n"]
     # the loop the scenario's workers run, the most measured beyond them, or the loop without workers
     assert warnings(None, [0.15, 0.2], "loader.num_workers=1") == ()
     assert "loop without workers ran 10-step blocks at 150.0 to 200.0" in warnings(None, [0.15, 0.2])[0]
@@ -402,8 +414,9 @@ def test_the_hand_over_is_the_loops_rescaled_along_the_stand_alone_fit(tmp_path:
     assert job([(0.0012, 5), (0.0009, 4)], 1, "training.threads=2").handover_s == pytest.approx(probe)
 
 
+# the last: a count of blocks without their range
 _BAD_BLOCKS = [("block_step_s", [0.3, 0.2]), ("block_step_s", [0.2]), ("block_step_s", [0.0, 0.2]),
-               ("block_step_s", [0.1, 0.2, 0.3])]
+               ("block_step_s", [0.1, 0.2, 0.3]), ("block_n", 1), ("block_n", 2.5), ("block_n", 3)]
 
 
 @pytest.mark.parametrize(("where", "key", "value"), [

@@ -137,8 +137,8 @@ def blocks(times: list[float]) -> list[float]:
 
 
 def _block_range(values: list[float]) -> dict[str, Any]:
-    """The fastest and slowest block, where there are two or more."""
-    return {"block_step_s": [min(values), max(values)]} if len(values) > 1 else {}
+    """The fastest and slowest block and how many there were, where there are two or more."""
+    return {"block_step_s": [min(values), max(values)], "block_n": len(values)} if len(values) > 1 else {}
 
 
 def _timed(fn: Callable[[], Any]) -> float:

@@ -122,10 +122,10 @@ def loop_warnings(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None
 def unsteady(sc: Scenario, it: Interference) -> tuple[str, ...]:
     """A warning where calibration's loop for the scenario's workers ran its slowest ``BLOCK``-step block ``UNSTEADY``
     times its fastest or more."""
-    lo_hi, loop = _blocks(it, sc.loader.num_workers)
+    lo_hi, loop, n = _blocks(it, sc.loader.num_workers)
     if lo_hi is None or lo_hi[1] < UNSTEADY * lo_hi[0]:
         return ()
-    return (f"calibration's DataLoader loop {loop} ran {BLOCK}-step blocks at {lo_hi[0] * 1e3:.1f} to "
+    return (f"calibration's DataLoader loop {loop} ran {_count(n)}{BLOCK}-step blocks at {lo_hi[0] * 1e3:.1f} to "
             f"{lo_hi[1] * 1e3:.1f} ms a step, waits included (batch {it.batch}): the machine's pace moved by "
             f"{100 * (lo_hi[1] / lo_hi[0] - 1):.0f} % while it calibrated, and the prediction rests on the paces "
             "its loops happened to sample. On a shared or virtual machine the pace of threads that wait on each "
@@ -178,23 +178,36 @@ def limited_blas(it: Interference | None) -> tuple[str, ...]:
             "(in its DataLoader workers too); without it, a build may run threads of its own beside the step's",)
 
 
-def _blocks(it: Interference, workers: int) -> tuple[list[float] | None, str]:
+def _blocks(it: Interference, workers: int) -> tuple[list[float] | None, str, int | None]:
     """The fastest and slowest ``BLOCK``-step block calibration's loop with the scenario's workers (the most it ran, if
-    fewer) ran, where the profile has them, and which loop that was."""
+    fewer) ran, where the profile has them, which loop that was, and how many blocks it ran (where the profile says)."""
     if not workers:
-        return it.inline.block_step_s, "without workers"
+        return it.inline.block_step_s, "without workers", it.inline.block_n
     row = it.row(workers)
     return row.block_step_s, f"with {row.workers} worker(s)" + (" (the most it measured)" if row.workers < workers
-                                                                else "")
+                                                                else ""), row.block_n
+
+
+def _count(n: int | None) -> str:
+    return f"{n} " if n is not None else ""
+
+
+# a loop's blocks this few read a pace that holds for tens of seconds at one or two moments: a --quick calibration's
+# loops run one block each (2 or 3 in all), where a full calibration runs each loop of a build that runs threads of
+# its own for 20 s or longer (``calibration.threads.THREADED_LOOP_S``)
+FEW_BLOCKS = 6
 
 
 def _sampled(it: Interference, workers: int) -> str:
-    """The blocks of ``_blocks`` in words, where the profile has them."""
-    lo_hi, loop = _blocks(it, workers)
+    """The blocks of ``_blocks`` in words, where the profile has them, and where they are few, that they are."""
+    lo_hi, loop, n = _blocks(it, workers)
     if lo_hi is None:
         return ""
-    return (f" Calibration's loop {loop} ran {BLOCK}-step blocks at {lo_hi[0] * 1e3:.0f} to {lo_hi[1] * 1e3:.0f} ms "
-            f"a step, waits included (batch {it.batch}).")
+    few = (f" Only {n}: too few to have met both of the paces such a loop swings between (a --quick calibration "
+           "runs one block a loop; a full calibration runs each such loop for 20 s or longer)."
+           if n is not None and n < FEW_BLOCKS else "")
+    return (f" Calibration's loop {loop} ran {_count(n)}{BLOCK}-step blocks at {lo_hi[0] * 1e3:.0f} to "
+            f"{lo_hi[1] * 1e3:.0f} ms a step, waits included (batch {it.batch}).{few}")
 
 
 def _inline_how(it: Interference) -> str:
