@@ -97,8 +97,8 @@ BLOCK = 10
 # included); absent where the loops gave fewer than two blocks, and from profiles written before 0404303
 # (2026-12-06)
 Blocks = Annotated[list[Positive], Field(min_length=2, max_length=2)]
-# how many blocks ``block_step_s`` is the range of (absent from profiles written before 2026-12-06's last change to
-# it): a --quick calibration's loops run one each
+# how many blocks ``block_step_s`` is the range of (absent from profiles written before 25e447e, 2026-12-06): a
+# --quick calibration's loops run one each
 BlockCount = Annotated[int, Field(ge=2)]
 
 

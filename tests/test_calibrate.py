@@ -434,10 +434,12 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(cores: tuple[floa
     assert probe.inline_blocks == pytest.approx([0.66] * len(min_s))
 
 
-def _row(covered: float, owed: float, alone: tuple[float, ...] = (0.0112,)) -> dict[str, list[float]]:
-    rounds = len(alone)  # the covered time and the owed work pooled over the rounds
+def _row(covered: float, owed: float, alone: tuple[float, ...] = (0.0112,), left: float = 0.001
+         ) -> dict[str, list[float]]:
+    rounds = len(alone)  # the covered time and the owed work pooled over the rounds; 10 builds of 3 ms each
     return {"covered": [covered / rounds] * rounds, "owed": [owed / rounds] * rounds, "idle_s": [0.0012] * rounds,
-            "busy_t": [0.004 / rounds] * rounds, "left": [0.001 / rounds] * rounds, "loop_step_s": [0.0144] * rounds,
+            "busy_t": [0.004 / rounds] * rounds, "left": [left / rounds] * rounds, "spanned": [0.03 / rounds] * rounds,
+            "built": [10 / rounds] * rounds, "loop_step_s": [0.0144] * rounds,
             "loop_wait_s": [0.002] * rounds, "ready_wait_s": [0.002, 0.0018], "step_alone_s": list(alone),
             "steps": [10] * rounds, "blocks": []}
 
@@ -454,6 +456,24 @@ def test_a_loops_pace_is_read_in_whole_10_step_blocks_and_its_fastest_and_slowes
     row["blocks"] = [0.0144, 0.0121, 0.0302]
     pooled = interference._pooled(1, row, 0.0112, 0.0012)
     assert (pooled["block_step_s"], pooled["block_n"]) == ([0.0121, 0.0302], 3)
+
+
+def test_a_builds_pace_beside_steps_is_split_from_its_pace_after_the_loop_only_where_the_work_left_says_it() -> None:
+    # builds of 0.6 ms alone: after the loop 1.2 ms (2x); in the loop 4 ms beside steps, where 1 ms of their work
+    # was left for that time: 4x. Their own 10 spans in the loop took 30 ms (5x alone)
+    split = interference._pooled(1, _row(0.010, 0.005), 0.0112, 0.0006)
+    assert (split["build_ratio_idle"], split["build_ratio_busy"]) == pytest.approx((2.0, 4.0))
+    # just over 5 % of the time beside steps left: still split (4 / 0.21)
+    barely = interference._pooled(1, _row(0.010, 0.005, left=0.00021), 0.0112, 0.0006)
+    assert (barely["build_ratio_idle"], barely["build_ratio_busy"]) == pytest.approx((2.0, 4.0 / 0.21))
+    # 5 % or less, or none, or less than none (the time beside no step did it all at the pace after the loop): the
+    # builds' own time in the loop for both, 30 ms over 10 builds of 0.6 ms
+    for left in (0.0002, 0.0, -0.001):
+        whole = interference._pooled(1, _row(0.010, 0.005, left=left), 0.0112, 0.0006)
+        assert (whole["build_ratio_idle"], whole["build_ratio_busy"]) == pytest.approx((5.0, 5.0)), left
+    # over rounds, the sums: 2 rounds of 5 builds each
+    two = interference._pooled(1, _row(0.010, 0.005, (0.0112, 0.0112), left=0.0), 0.0112, 0.0006)
+    assert two["build_ratio_busy"] == pytest.approx(5.0)
 
 
 def test_a_step_slowdown_the_builds_cannot_explain_is_kept_for_the_whole_step() -> None:
