@@ -303,6 +303,8 @@ def test_a_loops_blocks_are_its_steps_with_their_waits(min_s: float, monkeypatch
     row = interference.new_row()
     interference._workers_round(row, _Cubes(), 8, 1, lambda: None, 0.01, 0.05, 2, 4, 2, 90.0, min_s)
     assert seen == [min_s] and row["loop_step_s"] == pytest.approx([0.014])
+    # the builds' own spans (here the steps' 12 of 10 ms each), and how many
+    assert row["spanned"] == pytest.approx([0.12]) and row["built"] == [12]
     # its blocks, whether or not it was lengthened
     assert row["blocks"] == pytest.approx([0.014])
 
@@ -471,9 +473,15 @@ def test_a_builds_pace_beside_steps_is_split_from_its_pace_after_the_loop_only_w
     for left in (0.0002, 0.0, -0.001):
         whole = interference._pooled(1, _row(0.010, 0.005, left=left), 0.0112, 0.0006)
         assert (whole["build_ratio_idle"], whole["build_ratio_busy"]) == pytest.approx((5.0, 5.0)), left
-    # over rounds, the sums: 2 rounds of 5 builds each
-    two = interference._pooled(1, _row(0.010, 0.005, (0.0112, 0.0112), left=0.0), 0.0112, 0.0006)
-    assert two["build_ratio_busy"] == pytest.approx(5.0)
+    # over rounds, the sums: 4 builds over 6 ms (2.5x) and 6 over 24 ms (6.67x) are 30 ms over 10 (5x), not the
+    # rounds' mean ratio (4.58x) nor either round's
+    two = _row(0.010, 0.005, (0.0112, 0.0112), left=0.0)
+    two["spanned"], two["built"] = [0.006, 0.024], [4, 6]
+    assert interference._pooled(1, two, 0.0112, 0.0006)["build_ratio_busy"] == pytest.approx(5.0)
+    # no build beside the measured steps' batches: the pace after the loop
+    none = _row(0.010, 0.005, left=0.0)
+    none["spanned"], none["built"] = [0.0], [0]
+    assert interference._pooled(1, none, 0.0112, 0.0006)["build_ratio_busy"] == pytest.approx(2.0)
 
 
 def test_a_step_slowdown_the_builds_cannot_explain_is_kept_for_the_whole_step() -> None:

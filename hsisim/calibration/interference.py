@@ -311,12 +311,14 @@ def _pooled(k: int, row: dict[str, list[float]], step_alone: float, build_alone:
     # loop (batch 100 of 5x5 patches, 2-core VM, December 2026)
     explained = cov >= owed > max(0.05 * cov, 2.0 * noise) and cov > 0
     # A build: its time beside no step did its work at the pace builds ran after the loop, and its time beside
-    # steps the rest. Where the first did all but 5 % of it or more, the second's pace is no measurement (the work
-    # left is within the noise of two large sums), and the pace after the loop is not the loop's: beside one
-    # worker's threaded per-patch PCA, builds after the loop took 1.76x a build alone where the loop's took its
-    # whole 427 ms step (3.7x) and its training process waited 197 ms for each; with the pace after the loop for
-    # both, the model gave 213 ms (9x9, 2-core VM, December 2026). Then the builds' own time in the loop, over
-    # their time alone, is both paces: the loop's builds take the time they took
+    # steps the rest. Where the work left for the time beside steps is 5 % of that time or less (a pace there of
+    # 20x or more, or none at all: a stall, or the pace after the loop not the loop's), that pace is no
+    # measurement, and the pace after the loop alone does not give the loop back: beside one worker's threaded
+    # per-patch PCA, builds after the loop took 1.76x a build alone where the loop's took its whole 427 ms step
+    # (3.7x) and its training process waited 197 ms for each; with the pace after the loop for both, the model
+    # gave 213 ms (9x9, 2-core VM, December 2026). Then the builds' own time in the loop, over their time alone, is
+    # both paces: the loop's builds take the time they took. With k >= 2 that is a mean over moments when fewer
+    # than k built at once, where the simulator applies it to k at once
     split = left > 0.05 * busy_t > 0
     built = sum(row["built"])
     in_loop = sum(row["spanned"]) / (built * build_alone) if built else idle_ratio
