@@ -54,7 +54,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 from hsisim.calibration import threads
-from hsisim.calibration.probes import Net, forever, make_training, no_whole_batch, training_step
+from hsisim.calibration.probes import Net, end_workers, forever, make_training, no_whole_batch, training_step
 from hsisim.profile import BLOCK
 
 Span = tuple[float, float]
@@ -257,7 +257,7 @@ def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int,
             next(it)
         computing, every, spans, waits, ready, after = _loop(it, step, k, warmup, steps, reps, cap_s, min_s)
     finally:  # the workers end with the round, also where a step or a build raised (its traceback holds them)
-        it._shutdown_workers()  # type: ignore[attr-defined]
+        end_workers(it)
     idle = statistics.median(e - s for _, s, e in after[PREFETCH * k:])
     row["step_alone_s"].append(step_alone)
     row["steps"].append(len(computing))

@@ -329,6 +329,15 @@ def no_whole_batch(n: int, batch: int | None) -> HsisimInputError:
                             "take whole batches only")
 
 
+def end_workers(it: Any) -> None:
+    """End a DataLoader iterator's workers now, not when it is collected: a traceback that holds it (or the frame
+    that holds its loader, whose persistent workers outlive it) keeps them alive. A loader without workers has
+    none to end."""
+    shutdown = getattr(it, "_shutdown_workers", None)
+    if shutdown is not None:
+        shutdown()
+
+
 def forever(loader: DataLoader) -> Any:
     """The loader's batches, epoch after epoch (a dataset of fewer batches than a probe takes is read again).
 
@@ -342,9 +351,7 @@ def forever(loader: DataLoader) -> Any:
             it = iter(loader)
             yield from it
     except BaseException:  # GeneratorExit too: not at an epoch's end, where persistent workers go on
-        shutdown = getattr(it, "_shutdown_workers", None)  # a loader without workers has none
-        if shutdown is not None:
-            shutdown()
+        end_workers(it)
         raise
 
 
