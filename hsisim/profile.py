@@ -102,7 +102,7 @@ Blocks = Annotated[list[Positive], Field(min_length=2, max_length=2)]
 BlockCount = Annotated[int, Field(ge=2)]
 
 
-def _in_order(blocks: list[float] | None, n: int | None) -> None:
+def _check_blocks(blocks: list[float] | None, n: int | None) -> None:
     if blocks is not None and blocks[0] > blocks[1]:
         raise ValueError("block_step_s: the fastest block's step, then the slowest's")
     if n is not None and blocks is None:
@@ -122,7 +122,7 @@ class InlinePace(_Part):
 
     @model_validator(mode="after")
     def _blocks(self) -> InlinePace:
-        _in_order(self.block_step_s, self.block_n)
+        _check_blocks(self.block_step_s, self.block_n)
         return self
 
 
@@ -146,7 +146,7 @@ class WorkerPace(_Part):
 
     @model_validator(mode="after")
     def _blocks(self) -> WorkerPace:
-        _in_order(self.block_step_s, self.block_n)
+        _check_blocks(self.block_step_s, self.block_n)
         return self
 
     @property
