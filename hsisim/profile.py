@@ -159,6 +159,9 @@ class WorkerPace(_Part):
 # a batch build alone that keeps this many cores busy, torch at one thread as in a worker, runs threads of
 # its own (a per-patch PCA at OpenBLAS's 2 threads kept 2.0 busy, at one 1.0, on the 2-core VM)
 THREADED_BUILD = 1.3
+# where a build runs BLAS threads of its own, calibration also measures its loops with the BLAS limited to this many
+# threads (``DataMode.interference_one_blas``): the run ``hsisim run``'s warning advises (``dataset.blas_threads``)
+BLAS_LEVER = 1
 
 
 class WorkerBuild(_Part):
@@ -169,8 +172,8 @@ class WorkerBuild(_Part):
     # with the BLAS libraries limited to one thread, where one ran more (``blas`` names them)
     one_blas_thread_s: Positive | None = None
     blas: list[str] = Field(default_factory=list)
-    # the threads each BLAS library loaded ran, by name and version (absent where none was loaded, and from
-    # profiles written before 520b717, 2026-12-06)
+    # the threads each BLAS library loaded ran, by name and version: empty where none was loaded (absent where
+    # none was loaded in profiles written before 2026-12-07, and from every profile written before 520b717)
     blas_threads: dict[str, Annotated[int, Field(ge=1)]] | None = None
 
     @model_validator(mode="after")
@@ -241,6 +244,9 @@ class DataMode(_Part):
     dataset_factory: str | None = None
     per_sample_cv: NonNegative = 0.0
     interference: Interference | None = None
+    # the same loops with every BLAS library limited to ``BLAS_LEVER`` thread, in the training process and in each
+    # worker: measured where the build ran BLAS threads of its own (absent from profiles written before 2026-12-07)
+    interference_one_blas: Interference | None = None
 
 
 class DataSection(_Part):
@@ -335,7 +341,8 @@ class Profile:
         self.compute_processes = comp.processes if isinstance(comp, ThreadFits) else 1
         self.data = {mode: {"build": d.batch_build.cost, "handover": d.handover.cost if d.handover else None,
                             "patch": d.patch, "out_bands": d.out_bands, "dataset_factory": d.dataset_factory,
-                            "per_sample_cv": d.per_sample_cv, "interference": d.interference}
+                            "per_sample_cv": d.per_sample_cv, "interference": d.interference,
+                            "interference_one_blas": d.interference_one_blas}
                      for mode, d in (doc.data.modes if doc.data else {}).items()}
         ck, coll = doc.checkpoint, doc.collectives
         self.checkpoint = {"write_bw_bytes_per_s": ck.write_bw_bytes_per_s,

@@ -403,7 +403,7 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(cores: tuple[floa
     seen: list[tuple[int, int, int, float, float]] = []
     monkeypatch.setattr(interference, "_timed", lambda fn: {"step": 0.25, "build": 0.15}[fn.__name__])
     monkeypatch.setattr(interference, "_workers_round", lambda row, ds, batch, k, step, sa, ba, warmup, steps, reps,
-                        cap, least: seen.append((k, warmup, steps, cap, least)))
+                        cap, least, init: seen.append((k, warmup, steps, cap, least)) if init is None else 1 / 0)
     monkeypatch.setattr(interference, "_inline_loop", lambda it, step, warmup, steps, cap, least: (
         seen.append((0, warmup, steps, cap, least)) or ([0.1, 0.2, 0.6] * 4, [0.2, 0.3, 0.7] * 4)))
 
@@ -414,7 +414,7 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(cores: tuple[floa
     probe = interference.InterferenceProbe.__new__(interference.InterferenceProbe)  # its times are the fakes'
     probe.step, probe.build, probe.ds, probe.batch, probe.reps, probe.steps, probe.cap_s, probe.threads = (
         step, build, _Cubes(), 8, 3, 10, 90.0, torch.get_num_threads())  # type: ignore[assignment]
-    probe.threaded_s = 20.0
+    probe.threaded_s, probe.blas_limit = 20.0, None
     probe.alone = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
     probe.table, probe.starts, probe.worker_builds, probe.inline_blocks = {1: {}, 2: {}}, [], [], []
     each = iter(cores)
@@ -719,6 +719,7 @@ def test_calibrate_spreads_the_interference_rounds_through_the_calibration(
     class Probe:
         def __init__(self, net: object, ds: PatchDataset, batch: int, k: int, steps: int, threaded_s: float) -> None:
             self.mode = ds.mode
+            self.worker_builds = [{"build_s": 0.01, "cores": 1.0}]  # builds at one thread: no loops at one BLAS thread
             events.append(f"new {self.mode} {batch} {steps} {threaded_s}")
 
         def round(self) -> None:
@@ -742,6 +743,93 @@ def test_calibrate_spreads_the_interference_rounds_through_the_calibration(
                       *(both if rounds == 3 else []), "data getitem", "data offline", *both, "checkpoint"]
     assert {m: d["interference"] for m, d in prof["data"]["modes"].items()} == {"getitem": {"rounds": rounds},
                                                                                 "offline": {"rounds": rounds}}
+
+
+@pytest.mark.parametrize(("cores", "blas", "limited"), [(2.0, ["openblas (2 threads)"], True),
+                                                       (2.0, None, False), (1.0, ["openblas (2 threads)"], False)])
+def test_a_build_on_blas_threads_of_its_own_has_its_loops_run_again_at_one_blas_thread(
+        cores: float, blas: list[str] | None, limited: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # from the round whose builds so far kept 1.3 cores or more busy through a BLAS library at more than one
+    # thread, each round runs that mode's loops again at one BLAS thread, right after its own (a moment apart)
+    from hsisim.calibration import run as cal_run
+
+    events: list[str] = []
+
+    class Probe:
+        def __init__(self, net: object, ds: PatchDataset, batch: int, k: int, steps: int, threaded_s: float,
+                     blas_limit: int | None = None) -> None:
+            self.mode, self.limit, self.steps, self.threaded_s = ds.mode, blas_limit, steps, threaded_s
+            self.worker_builds: list[dict[str, Any]] = []
+            events.append(f"new {self.mode} {steps} {threaded_s} {blas_limit}")
+
+        def round(self) -> None:
+            events.append(f"round {self.mode} {self.limit}")
+            if self.mode == "getitem" and self.worker_builds:  # threaded from its second round on
+                self.worker_builds.append({"build_s": 0.2, "cores": cores, **({"blas": blas} if blas else {})})
+            else:
+                self.worker_builds.append({"build_s": 0.1, "cores": 1.0})
+
+        def result(self) -> dict[str, object]:
+            return {"limit": self.limit}
+
+    monkeypatch.setattr(cal_run, "InterferenceProbe", Probe)
+    meet = cal_run._Meetings(probes.builtin_net("hamida", 20, 3, 5), {"getitem": _Modes("getitem"),
+                                                                       "offline": _Modes("offline")},
+                             CPU, 8, False, lambda s: None)
+    assert events == ["new getitem 16 20.0 None", "new offline 16 20.0 None"]
+    events.clear()
+    for _ in range(3):
+        meet.round()
+    again = ["new getitem 16 20.0 1", "round getitem 1"] if limited else []
+    rest = ["round getitem 1"] if limited else []
+    # round 1: neither threaded; round 2: getitem's builds were, its loops again at one thread; round 3: both
+    assert events == ["round getitem None", "round offline None", "round getitem None", *again, "round offline None",
+                      "round getitem None", *rest, "round offline None"]
+    assert meet.result("getitem") == {"interference": {"limit": None},
+                                      **({"interference_one_blas": {"limit": 1}} if limited else {})}
+    assert meet.result("offline") == {"interference": {"limit": None}}
+
+
+class _BlasSeen(_Cubes):
+    """``_Cubes`` that write down, once a process, the threads its BLAS libraries run as a sample is built."""
+
+    def __init__(self, out: Path) -> None:
+        self.out, self.pid = out, 0
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        if self.pid != os.getpid():  # a forked worker starts with its parent's pid here
+            self.pid = os.getpid()
+            with self.out.open("a") as f:
+                f.write(f"{os.getpid()} {sorted(set(interference.threads.blas_threads().values()))}\n")
+        return super().__getitem__(i)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: a BLAS library runs one thread anyway")
+def test_the_loops_at_one_blas_thread_run_it_in_the_training_process_and_in_every_worker(tmp_path: Path) -> None:
+    if not interference.threads.threaded_blas():
+        pytest.skip("no BLAS library with more than one thread is loaded (OPENBLAS_NUM_THREADS set?)")
+    before = interference.threads.blas_threads()
+    net = probes.builtin_net("hamida", 20, 3, 5)
+    seen = {name: tmp_path / name for name in ("own", "one")}
+    for name, limit in (("own", None), ("one", 1)):
+        ds = _BlasSeen(seen[name])
+        probe = interference.InterferenceProbe(net, ds, 8, 2, reps=2, steps=2, blas_limit=limit)
+        seen[name].unlink()  # its warm-up, before the round (at the libraries' own threads), left out
+        ds.pid = 0
+        probe.round()
+        res = probe.result()
+        assert res["worker_build"]["blas_threads"] == ({k: 1 for k in before} if limit else before)
+        assert ("one_blas_thread_s" in res["worker_build"]) == (limit is None)  # limited: no threaded BLAS left
+    lines = {name: [line.split(" ", 1) for line in f.read_text().splitlines()] for name, f in seen.items()}
+    # this process and both workers of each loop with workers (1 and 2): 4 processes, each at its thread count
+    for name, counts in (("own", sorted(set(before.values()))), ("one", [1])):
+        assert len({pid for pid, _ in lines[name]}) >= 4 and {c for _, c in lines[name]} == {str(counts)}
+    assert interference.threads.blas_threads() == before  # the limit ends with the round
+
+
+class _Modes(torch.utils.data.Dataset):  # type: ignore[misc]
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
 
 
 def test_the_rounds_disagree_by_their_largest_relative_standard_error() -> None:

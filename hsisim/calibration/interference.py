@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 from hsisim.calibration import threads
@@ -244,13 +245,14 @@ def new_row() -> dict[str, list[float]]:
 
 def _workers_round(row: dict[str, list[float]], ds: Dataset, batch: int, k: int, step: Callable[[], Any],
                    step_alone: float, build_alone: float, warmup: int, steps: int, reps: int, cap_s: float,
-                   min_s: float = 0.0) -> None:
-    """One round with k workers: the loop's times, and what the paces must have been."""
+                   min_s: float = 0.0, init: Callable[[int], None] | None = None) -> None:
+    """One round with k workers: the loop's times, and what the paces must have been. ``init``: the loader's
+    ``worker_init_fn``."""
     if len(ds) < batch:  # type: ignore[arg-type]
         raise no_whole_batch(len(ds), batch)  # type: ignore[arg-type]
     # batches run on across the epochs' ends, as the sampler never ends
     loader = DataLoader(_TimedBuilds(ds), batch_size=batch, sampler=_Endless(len(ds)),  # type: ignore[arg-type]
-                        num_workers=k, collate_fn=_timed_collate, prefetch_factor=PREFETCH)
+                        num_workers=k, collate_fn=_timed_collate, prefetch_factor=PREFETCH, worker_init_fn=init)
     it = iter(loader)
     try:
         for _ in range(k + 1):  # the workers are up
@@ -342,15 +344,22 @@ class InterferenceProbe:
     without, stops after ``cap_s`` seconds (``_loop``, ``_inline_loop``). Where the rounds' builds so far,
     pooled, kept ``THREADED_BUILD`` cores or more busy (``threads.threaded``), each loop runs ``threaded_s`` or
     longer, its warm-up included: such a loop swings between two paces for tens of seconds at a time. Every
-    loop's ``BLOCK``-step blocks are kept, and the fastest and slowest over the rounds are ``block_step_s``."""
+    loop's ``BLOCK``-step blocks are kept, and the fastest and slowest over the rounds are ``block_step_s``.
+
+    ``blas_limit``: every round runs with each BLAS library limited to that many threads, in this process
+    (``threadpool_limits``) and in each DataLoader worker (its ``worker_init_fn``), as a user's script runs under
+    ``OPENBLAS_NUM_THREADS`` or the limit in its ``worker_init_fn``: the run ``hsisim run`` advises where a build
+    runs BLAS threads of its own (``dataset.blas_threads``)."""
 
     def __init__(self, net: Net, ds: Dataset, batch: int, max_workers: int, reps: int = 7, steps: int = 12,
-                 optimizer: str = "adam", cap_s: float = 90.0, threaded_s: float = 0.0) -> None:
+                 optimizer: str = "adam", cap_s: float = 90.0, threaded_s: float = 0.0,
+                 blas_limit: int | None = None) -> None:
         model, opt, scaler, dtype = make_training(net, torch.device("cpu"), optimizer, amp=False)
         x, y = net.batch(batch, torch.device("cpu"))
         self.step = functools.partial(training_step, model, opt, x, y, scaler, dtype)
         self.ds, self.batch, self.reps, self.steps, self.cap_s = ds, batch, reps, steps, cap_s
         self.threaded_s = threaded_s  # how long each loop runs at least once a build has run threads of its own
+        self.blas_limit = blas_limit
         self.threads = torch.get_num_threads()  # the training threads the rounds run with
         rng = np.random.default_rng(1)
         n = len(ds)  # type: ignore[arg-type]
@@ -369,7 +378,15 @@ class InterferenceProbe:
 
     def round(self) -> None:
         """Each alone, the DataLoader loop without workers, then with 1 … ``max_workers`` workers. Once a build
-        has run threads of its own (``threads.threaded``), each loop runs ``threaded_s`` or longer."""
+        has run threads of its own (``threads.threaded``), each loop runs ``threaded_s`` or longer. Under
+        ``blas_limit`` where one is set."""
+        if self.blas_limit is None:
+            self._round(None)
+            return
+        with threadpool_limits(limits=self.blas_limit, user_api="blas"):
+            self._round(functools.partial(threads.limit_blas, self.blas_limit))
+
+    def _round(self, init: Callable[[int], None] | None) -> None:
         reps, start = self.reps, time.perf_counter()
         torch.set_num_threads(self.threads)
         step_alone = statistics.median(_timed(self.step) for _ in range(reps))
@@ -384,7 +401,7 @@ class InterferenceProbe:
             self.alone[key].append(v)
         for k, row in self.table.items():
             _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps,
-                           self.steps, reps, self.cap_s, min_s)
+                           self.steps, reps, self.cap_s, min_s, init)
         self.starts.append(start)  # a whole round
 
     def unsteadiness(self) -> float:

@@ -26,7 +26,7 @@ from hsisim.calibration.data import PatchDataset, fit_preprocess, make_scene, of
 from hsisim.calibration.interference import InterferenceProbe, max_workers
 from hsisim.calibration.models import MODELS, forward_flops, param_count
 from hsisim.errors import HsisimInputError
-from hsisim.profile import FORMAT, ProfileData, document, nearest_count
+from hsisim.profile import BLAS_LEVER, FORMAT, ProfileData, document, nearest_count
 
 # the patch sizes of each model's paper (Indian Pines); PCA components where the model takes them
 DEFAULT_PATCH = {"hamida": 5, "hybridsn": 25, "ssrn": 7, "ssftt": 13, "spectralformer": 7}
@@ -313,7 +313,12 @@ class _Meetings:
     middle round where the first round (every data mode's) took longer than ``SPARE_ROUND_S``. A full
     calibration lengthens each loop to ``threads.THREADED_LOOP_S`` where the build runs threads of its own;
     ``--quick`` does not (in two sittings the longer loops did not bring the prediction closer, and they
-    took a --quick calibration of a threaded 9x9 build from 115 s to 244-269 s)."""
+    took a --quick calibration of a threaded 9x9 build from 115 s to 244-269 s).
+
+    Where a dataset's build runs BLAS threads of its own (``threads.threaded``, and a BLAS library ran more than
+    one thread), each round from then on runs that dataset's loops again with the BLAS limited to one thread
+    (``InterferenceProbe``'s ``blas_limit``): the run ``hsisim run``'s warning advises, predicted from its own
+    paces with ``dataset.blas_threads: 1`` (``interference_one_blas``)."""
 
     def __init__(self, net: probes.Net, sets: dict[str, Any], dev: torch.device, batch: int, quick: bool,
                  say: Callable[[str], None]) -> None:
@@ -322,6 +327,8 @@ class _Meetings:
             mode: InterferenceProbe(net, ds, batch, k, steps=10 if quick else 16,
                                     threaded_s=0.0 if quick else threads.THREADED_LOOP_S)
             for mode, ds in sets.items()}
+        self.limited: dict[str, InterferenceProbe] = {}  # the same loops at one BLAS thread, where they are due
+        self.net, self.sets, self.batch = net, sets, batch
         self.quick, self.say, self.k, self.took, self.done = quick, say, k, 0.0, 0
 
     def due(self, spare: bool = False) -> bool:
@@ -336,12 +343,24 @@ class _Meetings:
         self.say(f"interference probe, round {self.done}: batch builds beside the training step, 0..{self.k} "
                  "workers")
         t0 = time.perf_counter()
-        for probe in self.probes.values():
+        for mode, probe in self.probes.items():
             probe.round()
+            if mode not in self.limited and threads.threaded(probe.worker_builds) and probe.worker_builds[-1].get(
+                    "blas"):
+                self.say(f"the batch build runs BLAS threads of its own: its loops again with the BLAS at "
+                         f"{BLAS_LEVER} thread, from this round on")
+                self.limited[mode] = InterferenceProbe(self.net, self.sets[mode], self.batch, self.k,
+                                                       steps=probe.steps, threaded_s=probe.threaded_s,
+                                                       blas_limit=BLAS_LEVER)
+            if mode in self.limited:
+                self.limited[mode].round()
         self.took = max(self.took, time.perf_counter() - t0)
 
     def result(self, mode: str) -> dict[str, Any]:
-        return {"interference": self.probes[mode].result()} if mode in self.probes else {}
+        if mode not in self.probes:
+            return {}
+        limited = {"interference_one_blas": self.limited[mode].result()} if mode in self.limited else {}
+        return {"interference": self.probes[mode].result(), **limited}
 
 
 def _collectives(profile: dict[str, Any], dev: torch.device, world: int, batch: int, cores: int,

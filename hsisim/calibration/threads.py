@@ -71,7 +71,7 @@ def threaded_blas() -> list[str]:
 def worker_build(build: Callable[[], Any], reps: int) -> dict[str, Any]:
     """A batch build alone, as a DataLoader worker runs it (torch at one intra-op thread, every other library at
     its own count): its median wall time (``build_s``), the cores it keeps busy (``cores``: CPU time over wall
-    time, pooled), the threads each BLAS library ran (``blas_threads``, where one is loaded: a user who limited
+    time, pooled), the threads each BLAS library ran (``blas_threads``, empty where none is loaded: a user who limited
     them to follow ``hsisim run``'s advice calibrates under the limit, and the run says it predicts a run under
     it), and where a BLAS library runs more than one thread (``blas``), its median with the BLAS libraries limited
     to one thread (``one_blas_thread_s``). Torch's thread count is restored after."""
@@ -81,9 +81,7 @@ def worker_build(build: Callable[[], Any], reps: int) -> dict[str, Any]:
         timed = _back_to_back(build, reps)
         out: dict[str, Any] = {"build_s": statistics.median(w for w, _ in timed),
                                "cores": sum(c for _, c in timed) / sum(w for w, _ in timed)}
-        counts = blas_threads()
-        if counts:
-            out["blas_threads"] = counts
+        out["blas_threads"] = blas_threads()  # empty where none is loaded (absent: a profile before 520b717)
         blas = threaded_blas()
         if blas:
             with threadpool_limits(limits=1, user_api="blas"):
@@ -92,6 +90,12 @@ def worker_build(build: Callable[[], Any], reps: int) -> dict[str, Any]:
     finally:
         torch.set_num_threads(threads)
     return out
+
+
+def limit_blas(n: int, _worker: int = 0) -> None:
+    """Limit every BLAS library loaded in this process to ``n`` threads for the rest of its life: a DataLoader
+    worker's ``worker_init_fn`` (a forked worker inherits its parent's limit too, but a spawned one does not)."""
+    threadpool_limits(limits=n, user_api="blas")
 
 
 def threaded(rounds: list[dict[str, Any]]) -> bool:
