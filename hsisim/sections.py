@@ -35,6 +35,11 @@ class DatasetSpec(_Section):
         default="offline", description="offline: PCA and normalisation precomputed; getitem: done per sample")
     augmentation: Literal["none", "flip_rotate"] = "none"
     train_fraction: Number = Field(default=1.0, gt=0, le=1, description="share of labelled pixels used for training")
+    blas_threads: Count | None = Field(default=None, ge=1, le=1024, description=(
+        "threads of each BLAS library (numpy's OpenBLAS, MKL) the Dataset's code runs on, in the training process "
+        "and in each DataLoader worker (OPENBLAS_NUM_THREADS / MKL_NUM_THREADS, or threadpoolctl.threadpool_limits "
+        "in worker_init_fn); default: the library's own, one per core. Predicted from a profile measured at that "
+        "count: calibration measures 1 too where a build runs BLAS threads of its own"))
 
     @model_validator(mode="after")
     def _source(self) -> DatasetSpec:

@@ -366,6 +366,94 @@ def test_a_build_measured_under_a_blas_limit_says_the_run_must_keep_it(tmp_path:
     assert job.warnings == () and (job.compute_s, job.batch_build_s) == (base.compute_s, base.batch_build_s)
 
 
+THREADED = {"build_s": 0.118, "cores": 2.0, "one_blas_thread_s": 0.089, "blas": ["openblas 0.3.31 (4 threads)"],
+            "blas_threads": {"openblas 0.3.31": 4}}
+
+
+def _with_lever(tmp_path: Path, name: str = "lever.json") -> Path:
+    """A threaded build's profile whose loops calibration ran again at one BLAS thread: other paces, other times."""
+    prof = json.loads(_with_worker_build(tmp_path, THREADED).read_text())
+    mode = prof["data"]["modes"]["getitem"]
+    one = json.loads(json.dumps(mode["interference"]))
+    one.update(step_alone_s=0.007, build_alone_s=0.0015,
+               worker_build={"build_s": 0.09, "cores": 1.0, "blas_threads": {"openblas 0.3.31": 1}},
+               inline={"build_ratio": 1.05, "step_ratio": 1.1, "build_s": 0.0016, "step_s": 0.0077},
+               workers=[{"workers": k, "step_ratio": 1.2 + 0.1 * k, "build_ratio_idle": 1.0,
+                         "build_ratio_busy": 1.5 * k} for k in (1, 2)])
+    mode["interference_one_blas"] = one
+    path = tmp_path / name
+    path.write_text(json.dumps(prof))
+    return path
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_a_run_at_one_blas_thread_is_predicted_from_the_loops_calibration_ran_at_one(workers: int,
+                                                                                    tmp_path: Path) -> None:
+    lever = _with_lever(tmp_path)
+    # the same profile with the loops at one thread in the default's place: what the scenario's key must give
+    prof = json.loads(lever.read_text())
+    mode = prof["data"]["modes"]["getitem"]
+    mode["interference"] = mode.pop("interference_one_blas")
+    swapped = tmp_path / "swapped.json"
+    swapped.write_text(json.dumps(prof))
+
+    def job(p: Path, *sets: str) -> Job:
+        return resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", f"loader.num_workers={workers}", *sets]))
+
+    one, want, own = job(lever, "dataset.blas_threads=1"), job(swapped), job(lever)
+    assert (one.compute_s, one.batch_build_s, one.paces, one.handover_s) == \
+        (want.compute_s, want.batch_build_s, want.paces, want.handover_s)
+    assert one.compute_s != own.compute_s and one.batch_build_s != own.batch_build_s
+    # the build at one thread, over the build at the libraries' own, both alone in the loops' rounds
+    assert any(f"a build alone took {0.0015 / 0.002:.2f}x its time at the libraries' own threads" in n
+               for n in one.notes), one.notes
+    # no threaded-build warning for the run at one thread; the default run's says how to predict it
+    assert one.warnings == () and len(own.warnings) == 1
+    assert "predict that run from the loops calibration ran under that limit too: --set dataset.blas_threads=1" \
+        in own.warnings[0] and "calibrate again" not in own.warnings[0]
+    assert own.blas_lever and not one.blas_lever  # a fix for the default run (report.fixes), none at one thread
+    bare = job(_with_worker_build(tmp_path, THREADED))
+    assert not bare.blas_lever and "calibrate again under it to predict that run" in bare.warnings[0]
+
+
+def test_a_blas_limit_the_profile_did_not_measure_is_an_input_error(tmp_path: Path) -> None:
+    def job(build: dict[str, object] | None, value: int, lever: bool = False) -> Job:
+        p = _with_lever(tmp_path) if lever else _with_worker_build(tmp_path, build)
+        return resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1",
+                                                      f"dataset.blas_threads={value}"]))
+
+    with pytest.raises(HsisimInputError, match=r"dataset.blas_threads.*is 1, but the profile measured the batch "
+                       r"build's DataLoader loops with openblas 0.3.31 at 4 thread\(s\), and calibration measures "
+                       r"them again at 1 thread only where .*OPENBLAS_NUM_THREADS=1"):
+        job(THREADED, 1)
+    with pytest.raises(HsisimInputError, match=r"is 2, but .*calibrate under that limit \(OPENBLAS_NUM_THREADS=2"):
+        job(None, 2, lever=True)  # calibration measures one thread, not two
+    with pytest.raises(HsisimInputError, match="does not record the BLAS threads"):
+        job({"build_s": 0.118, "cores": 2.0}, 1)  # before 520b717, or none loaded before it said so with {}
+    # at the count the loops ran at: the profile as it is, and a note that says so
+    at_four = job(THREADED, 4)
+    base = resolve_job(load_scenario(DATA_BOUND, [f"calibration={_with_worker_build(tmp_path, THREADED)}",
+                                                  "loader.num_workers=1"]))
+    assert (at_four.compute_s, at_four.batch_build_s, at_four.paces) == (base.compute_s, base.batch_build_s,
+                                                                         base.paces)
+    assert "dataset.blas_threads 4: the profile was measured under that limit" in at_four.notes
+    # no BLAS library loaded: a limit changes nothing, and says so
+    none = job({"build_s": 0.05, "cores": 1.0, "blas_threads": {}}, 1)
+    assert any("found no BLAS library loaded by the build" in n for n in none.notes), none.notes
+    # no profile measured the build: the modelled one runs a thread a worker
+    modelled = resolve_job(load_scenario(DATA_BOUND, ["dataset.blas_threads=1"]))
+    assert any("no profile measured this batch build" in n for n in modelled.notes)
+
+
+def test_a_blas_limit_the_profile_did_not_measure_exits_2_with_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    p = _with_worker_build(tmp_path, THREADED)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["run", str(DATA_BOUND), "--set", f"calibration={p}", "--set",
+                                   "dataset.blas_threads=1", "--out", str(out)])
+    assert res.exit_code == 2 and "dataset.blas_threads" in res.output and not out.exists(), res.output
+    assert "Traceback" not in res.output
+
+
 @pytest.mark.parametrize(("key", "value"), [("cores", 0.0), ("build_s", -0.1), ("one_blas_thread_s", 0.0),
                                           ("blas", "openblas"), ("one_blas_thread_s", None), ("blas", []),
                                           ("blas_threads", {"openblas": 0}), ("blas_threads", ["openblas"])])
@@ -511,3 +599,20 @@ def test_the_run_says_how_far_calibrations_rounds_disagreed(tmp_path: Path) -> N
 def test_interference_rows_must_count_the_workers_from_one(tmp_path: Path) -> None:
     with pytest.raises(HsisimInputError, match="one entry per worker count"):
         load_profile(_interference_profile(tmp_path, workers=[2, 3]))
+
+
+def test_diagnose_offers_the_blas_limit_calibration_measured_and_its_gain_is_that_runs(tmp_path: Path) -> None:
+    import hsisim
+
+    sets = [f"calibration={_with_lever(tmp_path)}", "loader.num_workers=1"]
+    diag = hsisim.diagnose(DATA_BOUND, overrides=sets, replicas=4, fast=True)
+    fix = next(f for f in diag.fixes if f["id"] == "blas_threads")
+    assert fix["overrides"] == ["dataset.blas_threads=1"] and fix["bottleneck"] == "data" and fix["effort"] == 1
+    base = hsisim.simulate(DATA_BOUND, overrides=sets, replicas=4, executor="inline").df
+    after = hsisim.simulate(DATA_BOUND, overrides=[*sets, *fix["overrides"]], replicas=4, executor="inline").df
+    assert fix["wall_h"]["change"] == pytest.approx((after["wall_h"] - base["wall_h"]).mean(), rel=1e-12)
+    # not offered where calibration did not measure it, nor where the scenario already runs it
+    for other in ([f"calibration={_with_worker_build(tmp_path, THREADED)}", "loader.num_workers=1"],
+                  [*sets, "dataset.blas_threads=1"]):
+        assert "blas_threads" not in {f["id"] for f in hsisim.diagnose(DATA_BOUND, overrides=other, replicas=4,
+                                                                        fast=True).fixes}

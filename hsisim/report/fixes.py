@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 
 from hsisim import catalog
+from hsisim.profile import BLAS_LEVER
 from hsisim.scenario import Scenario
 from hsisim.sim.spec import Job
 
@@ -79,6 +80,12 @@ def _data(sc: Scenario, job: Job) -> list[Fix]:
         flags = "".join(f", {k}" for k in ("pin_memory", "persistent_workers") if f"loader.{k}=true" in sets)
         out.append(Fix("loader", "data", f"DataLoader: {max(want, ld.num_workers)} workers per GPU (half the node's "
                        f"{vcpus} vCPUs over {inst.gpus} GPU(s)){flags}", tuple(sets), 1, "§4.2 step 3"))
+    if job.blas_lever:
+        n = BLAS_LEVER
+        out.append(Fix("blas_threads", "data", f"the Dataset's BLAS at {n} thread (OPENBLAS_NUM_THREADS={n} or "
+                       f"MKL_NUM_THREADS={n} before the script starts, or threadpoolctl.threadpool_limits({n}) in "
+                       "worker_init_fn): its threads oversubscribe the cores beside the training's (calibration "
+                       "measured both)", (f"dataset.blas_threads={n}",), 1, "§4.2 step 3 (workers contend for CPU)"))
     if sc.dataset.preprocess == "getitem":
         out.append(Fix("offline", "data", "compute normalisation and PCA once, before training (offline), not in "
                        "__getitem__", ("dataset.preprocess=offline",), 2, "§4.2 step 4"))

@@ -87,7 +87,7 @@ def _job(sc: Scenario, allow_code: bool) -> Job:
         oom_retry_s=cp.oom_retry_s, price_usd_per_node_hour=pr.usd_per_node_hour,
         cpu_cores=hw.vcpus if dp.paces is not None or shared(hw.vcpus, hw.instance.gpus, demand,
                                                               sc.loader.num_workers) else 0.0,
-        paces=dp.paces,
+        paces=dp.paces, blas_lever=dp.blas_lever,
         compute_cpu_demand=demand, compute_slowdown=_slowdown(prof, hw),
         on_demand_usd_per_node_hour=pr.on_demand_usd_per_node_hour, notes=notes,
         warnings=cp.warnings + loop_warnings(sc, hw, wl, prof))

@@ -9,7 +9,8 @@ from typing import Any
 from hsisim import catalog
 from hsisim.analytic import datapipe
 from hsisim.analytic.compute import LinearCost
-from hsisim.profile import BLOCK, Interference, Profile, WorkerPace
+from hsisim.errors import HsisimInputError
+from hsisim.profile import BLAS_LEVER, BLOCK, Interference, Profile, WorkerPace
 from hsisim.resolve.compute import Steps
 from hsisim.resolve.hardware import Hardware
 from hsisim.resolve.workload import Workload
@@ -36,22 +37,25 @@ class Data:
     # builds beside it did not explain it (under 1 where the machine's pace likely moved between the
     # loop and the step alone; 1: they did, or nothing measured it)
     step_base: float = 1.0
+    # the profile measured this run's DataLoader loops again with the Dataset's BLAS at ``BLAS_LEVER`` thread: a
+    # what-if ``dataset.blas_threads`` of that count is predicted from them (``report.fixes``)
+    blas_lever: bool = False
 
 
 def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | None) -> Data:
     """The batch build, modelled from the catalog's CPU costs or measured by the profile's data probe."""
-    micro, notes = st.micro_batch, []
+    micro = st.micro_batch
+    notes: list[str] = []
     sample_bytes, build, build_cv = _modelled_build(sc, hw, wl, micro)
-    mode = _mode(sc)
     measured = _measured(sc, prof, wl)
+    fitted = build
     if measured is not None:
-        build = measured["build"].time(micro)
-        build_cv = measured["per_sample_cv"] / math.sqrt(micro)
-        notes.append(f"batch build from the profile's DataLoader probe ({mode}): "
-                     f"{build * 1e3:.2f} ms per micro-batch of {micro}")
-        notes.extend(limited_blas(measured.get("interference")))
+        fitted, build, build_cv = _probed(sc, measured, micro, notes)
     elif prof is not None and prof.data and not (wl.factory is not None and wl.factory.per_sample_s is not None):
         notes.append("batch build modelled: the profile's data probe used another patch or band count")
+    if measured is None and sc.dataset.blas_threads is not None:
+        notes.append(f"dataset.blas_threads {sc.dataset.blas_threads}: no profile measured this batch build, and "
+                     "the modelled one runs one thread a worker: the limit changes nothing in it")
     # On a CPU device the training process computes synchronously, so receiving each finished batch
     # from a worker is on its critical path. On a GPU it overlaps the asynchronous kernels of the
     # previous step and is left out (it matters only when the host is busier than the GPU).
@@ -70,7 +74,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
     # micro-batch along the fits: the regime they meet in (in turn, or a worker's builds back to
     # back) is not the one the data and compute probes time them in (a step after a per-patch PCA
     # took 1.4-1.5x its time alone, and builds of it in turn with steps 0.7-1.1x their time back to back)
-    scale = build / measured["build"].time(it.batch)
+    scale = fitted / measured["build"].time(it.batch)
     if it.rounds is not None and it.rounds > 1 and it.rounds_se is not None and it.span_s is not None:
         notes.append(f"the machine's pace: the profile's {it.rounds} interference rounds over {it.span_s:.0f} s "
                      f"agree within a standard error of {100 * it.rounds_se:.1f} % (a shared machine moves; the "
@@ -80,7 +84,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                      f"({it.inline.build_s * 1e3:.1f} and {it.inline.step_s * 1e3:.1f} ms at batch {it.batch}; "
                      f"{it.inline.build_ratio:.2f}x and {it.inline.step_ratio:.2f}x their times alone)")
         return Data(it.inline.build_s * scale, build_cv, handover, h2d, tuple(notes), None,
-                    (it.inline.step_s, it.batch))
+                    (it.inline.step_s, it.batch), blas_lever=_lever(sc, measured))
     w = it.workers
     notes.append(f"workers and the training step share the cores at the paces measured in a DataLoader loop "
                  f"(1..{len(w)} workers; a step alone {it.step_alone_s * 1e3:.1f} ms, a build "
@@ -95,7 +99,7 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
         notes.append(f"a step with {row.workers} worker(s) took {row.step_base:.2f}x its time alone in the "
                      f"DataLoader loop: the machine's pace likely moved between the two, and the loop's is used")
     return Data(it.build_alone_s * scale, build_cv, handover, h2d, tuple(notes), paces, (it.step_alone_s, it.batch),
-                row.step_base)
+                row.step_base, _lever(sc, measured))
 
 
 # calibration's loop ran its slowest block this many times its fastest, or more: the machine's pace moved while it
@@ -113,7 +117,7 @@ def loop_warnings(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None
     it = measured.get("interference") if measured is not None else None
     if it is None:
         return ()
-    threaded = threaded_build(sc, hw, it)
+    threaded = threaded_build(sc, hw, it, _lever(sc, measured))  # type: ignore[arg-type]
     if threaded or _interference(sc, hw, measured, prof, []) is None:  # the run does not use the loops' paces
         return threaded
     return unsteady(sc, it)
@@ -134,12 +138,13 @@ def unsteady(sc: Scenario, it: Interference) -> tuple[str, ...]:
             "the prediction closer than that",)
 
 
-def threaded_build(sc: Scenario, hw: Hardware, it: Interference) -> tuple[str, ...]:
+def threaded_build(sc: Scenario, hw: Hardware, it: Interference, lever: bool = False) -> tuple[str, ...]:
     """A warning where the profile measured this scenario's batch build keeping ``THREADED_BUILD`` cores or more
     busy on its own, as a DataLoader worker runs it (torch at one thread): something inside the Dataset runs
     threads of its own, which oversubscribe the cores beside the training's and spin-wait, and the loop's pace
     then swings (``calibration.threads``). Where a BLAS library ran more than one thread, the build's time with
-    them limited to one says what limiting them would do to the build alone."""
+    them limited to one says what limiting them would do to the build alone, and where calibration measured the
+    loops under that limit too (``lever``), how to predict that run."""
     wb = it.worker_build
     if wb is None or not wb.threaded:
         return ()
@@ -159,8 +164,9 @@ def threaded_build(sc: Scenario, hw: Hardware, it: Interference) -> tuple[str, .
     return (f"{head} {', '.join(wb.blas)} found: with the BLAS limited to one thread the same build alone took "
             f"{wb.one_blas_thread_s * 1e3:.1f} ms against {wb.build_s * 1e3:.1f} ms. To limit it, set "
             "OPENBLAS_NUM_THREADS=1 (MKL_NUM_THREADS=1 for MKL) before the script starts, or call "
-            "threadpoolctl.threadpool_limits(1) in the DataLoader's worker_init_fn, and calibrate again under it "
-            "to predict that run",)
+            "threadpoolctl.threadpool_limits(1) in the DataLoader's worker_init_fn, and "
+            + ("predict that run from the loops calibration ran under that limit too: --set dataset.blas_threads=1"
+               if lever else "calibrate again under it to predict that run"),)
 
 
 def limited_blas(it: Interference | None) -> tuple[str, ...]:
@@ -196,6 +202,18 @@ def _count(n: int | None) -> str:
 # loops run one block each (2 or 3 in all), where a full calibration runs each loop of a build that runs threads of
 # its own for 20 s or longer (``calibration.threads.THREADED_LOOP_S``)
 FEW_BLOCKS = 6
+
+
+def _probed(sc: Scenario, measured: dict[str, Any], micro: int, notes: list[str]) -> tuple[float, float, float]:
+    """The profile's batch build at ``micro``: as its data probe fitted it, at the scenario's BLAS threads
+    (``_blas_ratio``), and its spread."""
+    fitted = measured["build"].time(micro)
+    notes.append(f"batch build from the profile's DataLoader probe ({_mode(sc)}): {fitted * 1e3:.2f} ms per "
+                 f"micro-batch of {micro}")
+    build = fitted * _blas_ratio(sc, measured, notes)
+    if sc.dataset.blas_threads is None:
+        notes.extend(limited_blas(measured.get("interference")))
+    return fitted, build, measured["per_sample_cv"] / math.sqrt(micro)
 
 
 def _sampled(it: Interference, workers: int) -> str:
@@ -304,11 +322,71 @@ def _mode(sc: Scenario) -> str:
 
 
 def _measured(sc: Scenario, prof: Profile | None, wl: Workload) -> dict[str, Any] | None:
-    """The profile's DataLoader measurement for the scenario's data mode, if it measured this input."""
+    """The profile's DataLoader measurement for the scenario's data mode, if it measured this input, its
+    ``interference`` the loops measured at the scenario's ``dataset.blas_threads`` (``_at_blas``)."""
     mode = _mode(sc)
     measured = prof.data.get(mode) if prof is not None else None
     if measured is None:
         return None
     if mode == "factory":
-        return measured if measured.get("dataset_factory") == sc.dataset.factory else None
-    return measured if (measured["patch"], measured["out_bands"]) == (wl.patch, wl.out_bands) else None
+        return _at_blas(sc, measured) if measured.get("dataset_factory") == sc.dataset.factory else None
+    return _at_blas(sc, measured) if (measured["patch"], measured["out_bands"]) == (wl.patch, wl.out_bands) else None
+
+
+def _at_blas(sc: Scenario, measured: dict[str, Any]) -> dict[str, Any]:
+    """The measurement with the interference loops run at the scenario's ``dataset.blas_threads``: as measured
+    where it sets none, or where the loops ran at that count (or loaded no BLAS library: a limit changes
+    nothing); the loops calibration ran again at ``BLAS_LEVER`` thread where it asks for that (the loops at the
+    libraries' own threads kept as ``interference_default``). Any other limit was not measured: an input error,
+    not a prediction for another run."""
+    want, it = sc.dataset.blas_threads, measured.get("interference")
+    if want is None or it is None:
+        return measured
+    wb = it.worker_build
+    if wb is not None and wb.blas_threads is not None and set(wb.blas_threads.values()) <= {want}:
+        return measured  # at that count, or no BLAS library loaded (empty)
+    limited = measured.get("interference_one_blas")
+    if want == BLAS_LEVER and limited is not None:
+        return {**measured, "interference": limited, "interference_default": it}
+    if wb is None or wb.blas_threads is None:
+        why = "does not record the BLAS threads its DataLoader loops ran at (calibrated before 2026-12-07)"
+    else:
+        ran = ", ".join(f"{name} at {n} thread(s)" for name, n in wb.blas_threads.items())
+        why = (f"measured the batch build's DataLoader loops with {ran}, and calibration measures them again at "
+               f"{BLAS_LEVER} thread only where a build alone keeps more than one core busy through a BLAS library "
+               f"that runs more than one thread (this one kept {wb.cores:.1f} busy; profiles written before 2026-12-07 "
+               "never do)")
+    raise HsisimInputError(f"{{dataset.blas_threads}} is {want}, but the profile {why}: calibrate under that limit "
+                           f"(OPENBLAS_NUM_THREADS={want} or MKL_NUM_THREADS={want} before the calibration starts) "
+                           "to predict that run, or leave the key out")
+
+
+def _lever(sc: Scenario, measured: dict[str, Any]) -> bool:
+    """Whether the scenario leaves the BLAS threads at the libraries' own and the profile measured the loops again
+    at ``BLAS_LEVER`` thread."""
+    return sc.dataset.blas_threads is None and measured.get("interference_one_blas") is not None
+
+
+def _blas_ratio(sc: Scenario, measured: dict[str, Any], notes: list[str]) -> float:
+    """What ``dataset.blas_threads`` does to the data probe's build, which ran at the BLAS libraries' own threads:
+    the build alone in the loops at ``BLAS_LEVER`` thread over the build alone in the loops at their own
+    (``_at_blas``), where the scenario asks for that limit; else 1, with a note of why."""
+    want = sc.dataset.blas_threads
+    if want is None:
+        return 1.0
+    it, default = measured.get("interference"), measured.get("interference_default")
+    wb = it.worker_build if it is not None else None
+    if default is not None:
+        ratio = it.build_alone_s / default.build_alone_s  # type: ignore[union-attr]
+        notes.append(f"dataset.blas_threads {want}: the DataLoader loops calibration ran again with the BLAS at "
+                     f"{want} thread; a build alone took {ratio:.2f}x its time at the libraries' own threads")
+        return ratio
+    if it is None:
+        notes.append(f"dataset.blas_threads {want}: the profile did not measure the build's threads (no DataLoader "
+                     "loops: a GPU calibration); the build as measured")
+    elif wb is not None and wb.blas_threads == {}:
+        notes.append(f"dataset.blas_threads {want}: calibration found no BLAS library loaded by the build, so a "
+                     "limit on one changes nothing in it")
+    else:
+        notes.append(f"dataset.blas_threads {want}: the profile was measured under that limit")
+    return 1.0

@@ -74,6 +74,9 @@ class Job:
     # measured paces of the training step and its workers' builds as they meet on this node (calibrated
     # on this machine, one training process per node); replace the share and the slowdown where given
     paces: Paces | None = None
+    # the profile measured these paces again with the Dataset's BLAS at one thread: ``dataset.blas_threads=1``
+    # is a fix the calibration can predict (``report.fixes``)
+    blas_lever: bool = False
     # run level
     ckpt_bytes: float = 0.0
     ckpt_write_s: float = 0.0
