@@ -1,6 +1,6 @@
 """hsisim's prediction against a user's own training loop that imports nothing from hsisim (run on purpose).
 
-    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...] [--user-runs K | --interleave]
+    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...] [--user-runs K | --interleave [--lever]]
 
 For each configuration of ``benchmarks/user_loop/hamida_user.py`` (the script a user wrote, run as
 a plain ``python`` process with PyTorch's defaults), each round does, one after the other, so that
@@ -22,6 +22,11 @@ prediction. The prediction is compared with the mean of those loops. On this 2-c
 moves by up to a quarter within a minute, and a --quick calibration's rounds began at 4.6, 26.5
 and 28.9 s of 30 s, so loops run tens of seconds away from the rounds sample other moments.
 
+With ``--lever`` (and ``--interleave``), the script's loop also runs under ``OPENBLAS_NUM_THREADS=1`` at each of
+those moments (the user following the threaded-build warning's advice), and the same calibration predicts it with
+``dataset.blas_threads: 1``: the loops calibration runs again at one BLAS thread where the build runs BLAS threads
+of its own (rows "CONFIG at 1 BLAS thread"; a configuration whose build runs none has no such row).
+
 Each loop is read with the machine's pace just before and just after it (``user_loop/pace.py``, a
 second of small SVDs at numpy's default threads, which imports nothing from hsisim): on the 2-core
 VM it reads one of two paces, 187-226 or 444-481 ms (now and then 157-161), each held for tens of
@@ -35,6 +40,7 @@ catch every change of the machine's pace: loops at its fast reading ran at 14.1-
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -48,7 +54,7 @@ PACE = HERE / "pace.py"  # the machine's pace for threads that wait on each othe
 STEPS = 150
 SCENARIO = """
 name: user_{config}
-dataset: {{factory: "hamida_user.py:make_dataset", kwargs: {{patch: {patch}, preprocess: {preprocess}}}}}
+dataset: {{factory: "hamida_user.py:make_dataset", kwargs: {{patch: {patch}, preprocess: {preprocess}}}{blas}}}
 model: {{factory: "hamida_user.py:make_model", kwargs: {{patch: {patch}}}, precision: fp32, optimizer: adam}}
 training: {{steps: {steps}, global_batch: {batch}, micro_batch: {batch}}}
 loader: {{num_workers: {workers}, prefetch_factor: 2, persistent_workers: false}}
@@ -66,10 +72,10 @@ def _configs() -> dict[str, dict[str, object]]:
     return CONFIGS
 
 
-def _run(cmd: list[str], cwd: Path) -> str:
+def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
     """A child's stdout; where it fails, its stderr too, then the error."""
     try:
-        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True).stdout
+        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True, env=env).stdout
     except subprocess.CalledProcessError as e:
         print(e.stderr, file=sys.stderr)
         raise
@@ -93,26 +99,34 @@ def predict(config: str, cfg: dict[str, object], work: Path) -> dict[str, float]
     return readout(config, cfg, work, profile)
 
 
-def predict_interleaved(config: str, cfg: dict[str, object], work: Path) -> tuple[dict[str, float],
-                                                                                  list[dict[str, float]]]:
+Compared = tuple[dict[str, float], list[dict[str, float]]]
+
+
+def predict_interleaved(config: str, cfg: dict[str, object], work: Path, lever: bool = False
+                        ) -> tuple[Compared, Compared | None]:
     """A calibration with the CLI's options, in this process (after the first, one that has calibrated
     before: its probe's loop ran at 1.003x the user's beside it, 2-core VM), with the user's loop run just
     before and just after each interference round while the calibration waits; the prediction and those
-    loops. The rounds' span and the calibration's seconds leave out the loops' time."""
-    import os
+    loops. The rounds' span and the calibration's seconds leave out the loops' time. ``lever``: the user's
+    loop also runs under ``OPENBLAS_NUM_THREADS=1`` at each of those moments, and the same profile predicts it
+    with ``dataset.blas_threads: 1`` (the loops calibration ran at one BLAS thread)."""
     from unittest import mock
 
     from hsisim import api
     from hsisim.calibration.run import _Meetings
 
-    real, runs = _Meetings.round, []
+    real, runs, runs1 = _Meetings.round, [], []
 
     def bracketed(meet: _Meetings, spare: bool = False) -> None:  # the round's own timing stays the round's
         due = meet.due(spare)
         if due:
             runs.append(measure(config, work))
+            if lever:
+                runs1.append(measure(config, work, one_blas=True))
         real(meet, spare)
         if due:
+            if lever:
+                runs1.append(measure(config, work, one_blas=True))
             runs.append(measure(config, work))
 
     profile, here = work / f"{config}.json", Path.cwd()
@@ -124,23 +138,32 @@ def predict_interleaved(config: str, cfg: dict[str, object], work: Path) -> tupl
                           batch=int(cfg["batch"]), out=profile)  # type: ignore[call-overload]
     finally:
         os.chdir(here)
-    p = readout(config, cfg, work, profile)
-    p["calibrate_s"] -= sum(u["wall_s"] for u in runs)  # the calibration's own time, without the loops
-    p["span_s"] -= sum(u["wall_s"] for u in runs[1:-1])  # from the first round's start to the last's, likewise
-    return p, runs
+    if lever and "interference_one_blas" not in json.loads(profile.read_text())["data"]["modes"]["factory"]:
+        print(f"{config}: calibration ran no loops at one BLAS thread (the build runs no BLAS threads of its own)",
+              file=sys.stderr, flush=True)
+        lever = False
+    out = []
+    for one_blas in (False, True) if lever else (False,):
+        p = readout(config, cfg, work, profile, one_blas)
+        p["calibrate_s"] -= sum(u["wall_s"] for u in runs + runs1)  # the calibration's own time, without the loops
+        p["span_s"] -= sum(u["wall_s"] for u in runs[1:-1] + runs1[1:-1])  # the first round's start to the last's
+        out.append((p, runs1 if one_blas else runs))
+    return out[0], out[1] if lever else None
 
 
-def readout(config: str, cfg: dict[str, object], work: Path, profile: Path) -> dict[str, float]:
-    """``hsisim run`` on a scenario naming the script's factories and ``profile``: the predicted step and data
-    wait, and what calibration's own loop measured."""
+def readout(config: str, cfg: dict[str, object], work: Path, profile: Path, one_blas: bool = False
+            ) -> dict[str, float]:
+    """``hsisim run`` on a scenario naming the script's factories and ``profile`` (``one_blas``: with
+    ``dataset.blas_threads: 1``): the predicted step and data wait, and what calibration's own loop measured."""
     scen = work / f"{config}.yaml"
-    scen.write_text(SCENARIO.format(config=config, steps=STEPS, profile=profile, **cfg))
+    scen.write_text(SCENARIO.format(config=config, steps=STEPS, profile=profile,
+                                    blas=", blas_threads: 1" if one_blas else "", **cfg))
     m = _hsisim("run", str(scen), "--json", "--allow-code", "--no-compare", "--no-levers", "--executor", "inline",
                 cwd=work)["metrics"]
     busy = sum(m[f"t_{t}_h"]["mean"] for t in ("compute", "data", "comm", "stall")) * 3600  # type: ignore[index]
     # what calibration's own loop measured (the interference probe, at this batch and worker count)
     calibrated = json.loads(profile.read_text())
-    it = calibrated["data"]["modes"]["factory"]["interference"]
+    it = calibrated["data"]["modes"]["factory"]["interference_one_blas" if one_blas else "interference"]
     w = int(cfg["workers"])  # type: ignore[call-overload]
     row = it["inline"] if w == 0 else it["workers"][w - 1]
     loop = (row["build_s"] + row["step_s"], row["build_s"]) if w == 0 else (row["loop_step_s"], row["loop_wait_s"])
@@ -163,18 +186,21 @@ def _pace(work: Path) -> float:
     return float(json.loads(_run([sys.executable, str(PACE)], work))["batch_ms"])
 
 
-def measure(config: str, work: Path) -> dict[str, float]:
-    """The script's own loop, as the user runs it, with the machine's pace read just before and just after it."""
+def measure(config: str, work: Path, one_blas: bool = False) -> dict[str, float]:
+    """The script's own loop, as the user runs it, with the machine's pace read just before and just after it;
+    ``one_blas``: the script started under ``OPENBLAS_NUM_THREADS=1``, as ``hsisim run``'s warning advises."""
     t0 = time.perf_counter()
     before = _pace(work)
-    d = json.loads(_run([sys.executable, str(SCRIPT), config, str(STEPS)], work))
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"} if one_blas else None
+    d = json.loads(_run([sys.executable, str(SCRIPT), config, str(STEPS)], work, env))
     after = _pace(work)
     step, wait = d["step_s"], d["wait_s"]
     from hsisim.calibration.interference import blocks  # as calibration's loops are read (the user's imports nothing)
     from hsisim.profile import BLOCK
 
     tens = blocks(step)
-    print(f"user loop: {statistics.fmean(step) * 1e3:.1f} ms, {BLOCK}-step blocks {min(tens) * 1e3:.0f}-"
+    where = " at OPENBLAS_NUM_THREADS=1" if one_blas else ""
+    print(f"user loop{where}: {statistics.fmean(step) * 1e3:.1f} ms, {BLOCK}-step blocks {min(tens) * 1e3:.0f}-"
           f"{max(tens) * 1e3:.0f} ms; the machine's pace {before:.0f} ms before, {after:.0f} ms after",
           file=sys.stderr, flush=True)
     return {"step_s": statistics.fmean(step), "wait_share": sum(wait) / sum(step), "threads": d["torch_threads"],
@@ -233,10 +259,29 @@ def matched(name: str, r: int, p: dict[str, float], runs: list[dict[str, float]]
             f"{100 * (p['wait_share'] - wait):+.1f} points")
 
 
+def _row(name: str, r: int, p: dict[str, float], runs: list[dict[str, float]]) -> None:
+    """One round's line of the table: the prediction against the user's loops around it."""
+    steps, waits = [u["step_s"] for u in runs], [u["wait_share"] for u in runs]
+    m = {key: statistics.fmean(u[key] for u in runs) for key in ("step_s", "wait_share")}
+    err = 100 * (p["step_s"] / m["step_s"] - 1)
+    pts = 100 * (p["wait_share"] - m["wait_share"])
+    paces = ", ".join(f"{u['pace_before_ms']:.0f}/{u['pace_after_ms']:.0f}" for u in runs)
+    print(f"| {name} | {r + 1} | {', '.join(f'{x * 1e3:.1f}' for x in steps)} | "
+          f"{m['step_s'] * 1e3:.1f} ± {ci95(steps) * 1e3:.1f} ms | {p['step_s'] * 1e3:.1f} ms | "
+          f"{err:+.1f} % | {', '.join(f'{100 * w:.1f}' for w in waits)} | "
+          f"{m['wait_share']:.1%} | {p['wait_share']:.1%} | {pts:+.1f} | "
+          f"{p['probe_step_s'] * 1e3:.1f} ms, {p['probe_wait_share']:.1%} | {p['rounds']:.0f} over "
+          f"{p['span_s']:.0f} s | {p['calibrate_s']:.0f} | {paces} |", flush=True)
+
+
 def main() -> None:
     interleave, argv = _flag(sys.argv[1:], "--interleave")
+    lever, argv = _flag(argv, "--lever")
     if interleave and "--user-runs" in argv:
         sys.exit("--interleave runs the user's loop around each interference round: it takes no --user-runs")
+    if lever and not interleave:
+        sys.exit("--lever runs the user's loop under OPENBLAS_NUM_THREADS=1 beside the default one around each "
+                 "interference round: it goes with --interleave")
     k, argv = _user_runs(argv)
     rounds = int(argv[0]) if argv else 2
     configs = _configs()
@@ -254,27 +299,19 @@ def main() -> None:
         for name in names:
             for r in range(rounds):
                 if interleave:
-                    p, runs = predict_interleaved(name, configs[name], work)
+                    default, limited = predict_interleaved(name, configs[name], work, lever)
                 else:
                     runs = [measure(name, work) for _ in range(k)]
                     p = predict(name, configs[name], work)
                     runs += [measure(name, work) for _ in range(k)]
-                steps, waits = [u["step_s"] for u in runs], [u["wait_share"] for u in runs]
-                m = {key: statistics.fmean(u[key] for u in runs) for key in ("step_s", "wait_share")}
-                err = 100 * (p["step_s"] / m["step_s"] - 1)
-                pts = 100 * (p["wait_share"] - m["wait_share"])
-                paces = ", ".join(f"{u['pace_before_ms']:.0f}/{u['pace_after_ms']:.0f}" for u in runs)
-                print(f"| {name} | {r + 1} | {', '.join(f'{x * 1e3:.1f}' for x in steps)} | "
-                      f"{m['step_s'] * 1e3:.1f} ± {ci95(steps) * 1e3:.1f} ms | {p['step_s'] * 1e3:.1f} ms | "
-                      f"{err:+.1f} % | {', '.join(f'{100 * w:.1f}' for w in waits)} | "
-                      f"{m['wait_share']:.1%} | {p['wait_share']:.1%} | {pts:+.1f} | "
-                      f"{p['probe_step_s'] * 1e3:.1f} ms, {p['probe_wait_share']:.1%} | {p['rounds']:.0f} over "
-                      f"{p['span_s']:.0f} s | {p['calibrate_s']:.0f} | "
-                      f"{paces} |",
-                      flush=True)
-                pooled.setdefault(name, []).append({**{f"m_{key}": v for key, v in m.items()}, **p})
-                loops.setdefault(name, []).extend(steps)
-                paced.append((name, r + 1, p, runs, calibration_paces(runs, interleave, k)))
+                    default, limited = (p, runs), None
+                compared = [(name, default)] + ([(f"{name} at 1 BLAS thread", limited)] if limited else [])
+                for label, (p, runs) in compared:
+                    _row(label, r, p, runs)
+                    m = {key: statistics.fmean(u[key] for u in runs) for key in ("step_s", "wait_share")}
+                    pooled.setdefault(label, []).append({**{f"m_{key}": v for key, v in m.items()}, **p})
+                    loops.setdefault(label, []).extend(u["step_s"] for u in runs)
+                    paced.append((label, r + 1, p, runs, calibration_paces(runs, interleave, k)))
     print("\npooled over the rounds (mean of the predictions against the mean of every loop, its 95 % CI):")
     for name, rows in pooled.items():
         mean = {key: statistics.fmean(r[key] for r in rows)
