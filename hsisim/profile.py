@@ -248,6 +248,20 @@ class DataMode(_Part):
     # worker: measured where the build ran BLAS threads of its own (absent from profiles written before 2026-12-07)
     interference_one_blas: Interference | None = None
 
+    @model_validator(mode="after")
+    def _one_blas(self) -> DataMode:
+        one, it = self.interference_one_blas, self.interference
+        if one is None:
+            return self
+        if it is None:
+            raise ValueError("interference_one_blas: the loops at one BLAS thread go with the loops at the libraries' "
+                             "own (interference)")
+        for key in ("threads", "cores", "batch"):
+            if getattr(one, key) != getattr(it, key):
+                raise ValueError(f"interference_one_blas: {key} {getattr(one, key)}, where interference has "
+                                 f"{getattr(it, key)} (one calibration measures both)")
+        return self
+
 
 class DataSection(_Part):
     modes: dict[str, DataMode] = Field(default_factory=dict)

@@ -805,12 +805,21 @@ class _BlasSeen(_Cubes):
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: a BLAS library runs one thread anyway")
-def test_the_loops_at_one_blas_thread_run_it_in_the_training_process_and_in_every_worker(tmp_path: Path) -> None:
+def test_the_loops_at_one_blas_thread_run_it_in_the_training_process_and_in_every_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if not interference.threads.threaded_blas():
         pytest.skip("no BLAS library with more than one thread is loaded (OPENBLAS_NUM_THREADS set?)")
     before = interference.threads.blas_threads()
     net = probes.builtin_net("hamida", 20, 3, 5)
     seen = {name: tmp_path / name for name in ("own", "one")}
+    inits, real = tmp_path / "inits", interference.threads.limit_blas
+
+    def init(n: int, worker: int = 0) -> None:  # each worker's worker_init_fn, where it has one
+        with inits.open("a") as f:
+            f.write(f"{os.getpid()} {n}\n")
+        real(n, worker)
+
+    monkeypatch.setattr(interference.threads, "limit_blas", init)
     for name, limit in (("own", None), ("one", 1)):
         ds = _BlasSeen(seen[name])
         probe = interference.InterferenceProbe(net, ds, 8, 2, reps=2, steps=2, blas_limit=limit)
@@ -824,6 +833,10 @@ def test_the_loops_at_one_blas_thread_run_it_in_the_training_process_and_in_ever
     # this process and both workers of each loop with workers (1 and 2): 4 processes, each at its thread count
     for name, counts in (("own", sorted(set(before.values()))), ("one", [1])):
         assert len({pid for pid, _ in lines[name]}) >= 4 and {c for _, c in lines[name]} == {str(counts)}
+    # the limit is each worker's own, not only what a forked one inherits (a spawned one inherits nothing)
+    workers = {pid for pid, _ in lines["one"]} - {str(os.getpid())}
+    assert {line.split()[0] for line in inits.read_text().splitlines()} == workers
+    assert {line.split()[1] for line in inits.read_text().splitlines()} == {"1"}
     assert interference.threads.blas_threads() == before  # the limit ends with the round
 
 
@@ -887,6 +900,33 @@ def test_validate_reports_measured_predicted_and_errors() -> None:
     # beside the run, as a calibrated profile gives them
     assert any("paces measured in a DataLoader loop (1..1 workers" in n for n in r["notes"]), r["notes"]
     assert not _probe_dirs() - before  # none left behind (another process's may come and go meanwhile)
+
+
+def test_validate_runs_the_scenarios_blas_limit_in_the_training_process_and_each_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hsisim.calibration import validate as val
+
+    inits, real = tmp_path / "inits", val.limit_blas
+
+    def init(n: int, worker: int = 0) -> None:
+        with inits.open("a") as f:
+            f.write(f"{n}\n")
+        real(n, worker)
+
+    monkeypatch.setattr(val, "limit_blas", init)
+    before = interference.threads.blas_threads()
+    res = runner.invoke(app, ["validate", "--scenario", str(ROOT / "scenarios" / "validate" / "cpu_compute_bound.yaml"),
+                              "--device", "cpu", "--steps", "6", "--warmup", "3", "--set", "training.micro_batch=8",
+                              "--set", "training.global_batch=8", "--set", "dataset.blas_threads=1", "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    # the real run's one worker started under the limit; the probes beside it ran under it too, so the profile
+    # validate measured says its loops ran the BLAS at that count, and the prediction is from them
+    assert inits.read_text().split() == ["1"]
+    if before:
+        assert "dataset.blas_threads 1: the profile's DataLoader loops ran each BLAS library at that count" in \
+            r["notes"], r["notes"]
+    assert interference.threads.blas_threads() == before  # the limit ended with the run
 
 
 def test_validate_without_workers_predicts_from_the_paired_probe_alone() -> None:

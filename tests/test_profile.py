@@ -404,9 +404,9 @@ def test_a_run_at_one_blas_thread_is_predicted_from_the_loops_calibration_ran_at
     assert (one.compute_s, one.batch_build_s, one.paces, one.handover_s) == \
         (want.compute_s, want.batch_build_s, want.paces, want.handover_s)
     assert one.compute_s != own.compute_s and one.batch_build_s != own.batch_build_s
-    # the build at one thread, over the build at the libraries' own, both alone in the loops' rounds
-    assert any(f"a build alone took {0.0015 / 0.002:.2f}x its time at the libraries' own threads" in n
-               for n in one.notes), one.notes
+    # the build alone as a worker runs it, at one thread over at the libraries' own (one moment, back to back)
+    assert any(f"a build alone as a worker runs it took {0.089 / 0.118:.2f}x its time at the libraries' own "
+               "threads" in n for n in one.notes), one.notes
     # no threaded-build warning for the run at one thread; the default run's says how to predict it
     assert one.warnings == () and len(own.warnings) == 1
     assert "predict that run from the loops calibration ran under that limit too: --set dataset.blas_threads=1" \
@@ -436,13 +436,49 @@ def test_a_blas_limit_the_profile_did_not_measure_is_an_input_error(tmp_path: Pa
                                                   "loader.num_workers=1"]))
     assert (at_four.compute_s, at_four.batch_build_s, at_four.paces) == (base.compute_s, base.batch_build_s,
                                                                          base.paces)
-    assert "dataset.blas_threads 4: the profile was measured under that limit" in at_four.notes
+    assert "dataset.blas_threads 4: the profile's DataLoader loops ran each BLAS library at that count" in \
+        at_four.notes
+    # a build that keeps under 1.3 cores busy runs no BLAS threads to speak of: the profile's paces, said so
+    calm = job({"build_s": 0.05, "cores": 1.1, "blas_threads": {"openblas 0.3.31": 4}}, 1)
+    assert (calm.compute_s, calm.batch_build_s, calm.paces) == (base.compute_s, base.batch_build_s, base.paces)
+    assert any("kept 1.1 of 4 cores busy at the libraries' own threads, so it runs no BLAS threads of its own" in n
+               for n in calm.notes), calm.notes
     # no BLAS library loaded: a limit changes nothing, and says so
     none = job({"build_s": 0.05, "cores": 1.0, "blas_threads": {}}, 1)
     assert any("found no BLAS library loaded by the build" in n for n in none.notes), none.notes
     # no profile measured the build: the modelled one runs a thread a worker
     modelled = resolve_job(load_scenario(DATA_BOUND, ["dataset.blas_threads=1"]))
     assert any("no profile measured this batch build" in n for n in modelled.notes)
+
+
+def test_where_the_loops_paces_are_not_used_the_blas_limit_scales_the_build_alone(tmp_path: Path) -> None:
+    # other training threads than calibration's: the loops' paces are not this run's, the build is the data
+    # probe's, times the build alone as a worker runs it at one BLAS thread over at the libraries' own
+    sets = [f"calibration={_with_lever(tmp_path)}", "loader.num_workers=1", "training.threads=2"]
+    own = resolve_job(load_scenario(DATA_BOUND, sets))
+    one = resolve_job(load_scenario(DATA_BOUND, [*sets, "dataset.blas_threads=1"]))
+    assert own.paces is None and one.paces is None
+    assert one.batch_build_s == pytest.approx(own.batch_build_s * 0.089 / 0.118, rel=1e-12)
+    # no paces of its own to predict from: the warning does not name the key, and diagnose does not offer it
+    assert not own.blas_lever and "calibrate again under it" in own.warnings[0]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"interference": None}, "go with the loops at the libraries' own"),
+    ({"batch": 64}, "batch 64, where interference has 32"),
+    ({"cores": 8}, "cores 8, where interference has 4")])
+def test_loops_at_one_blas_thread_that_are_not_the_same_calibrations_are_an_input_error(
+        change: dict[str, object], message: str, tmp_path: Path) -> None:
+    prof = json.loads(_with_lever(tmp_path).read_text())
+    mode = prof["data"]["modes"]["getitem"]
+    if "interference" in change:
+        del mode["interference"]
+    else:
+        mode["interference_one_blas"].update(change)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(prof))
+    with pytest.raises(HsisimInputError, match=message):
+        load_profile(bad)
 
 
 def test_a_blas_limit_the_profile_did_not_measure_exits_2_with_one_line_and_writes_nothing(tmp_path: Path) -> None:

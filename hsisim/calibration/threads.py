@@ -19,6 +19,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -90,6 +91,12 @@ def worker_build(build: Callable[[], Any], reps: int) -> dict[str, Any]:
     finally:
         torch.set_num_threads(threads)
     return out
+
+
+def limited(n: int | None) -> AbstractContextManager[Any]:
+    """Every BLAS library loaded in this process limited to ``n`` threads while it lasts (nothing where ``n`` is
+    None): a scenario's ``dataset.blas_threads``."""
+    return threadpool_limits(limits=n, user_api="blas") if n is not None else nullcontext()
 
 
 def limit_blas(n: int, _worker: int = 0) -> None:

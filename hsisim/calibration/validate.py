@@ -6,7 +6,9 @@ available). The prediction comes from the same scenario moved onto this device (
 the GPU's catalog entry), driven by a calibration profile (given, or measured on the spot), and
 simulated by the micro simulation. On the CPU the real run trains with the intra-op threads the
 user's own run would start with (``training.threads``, else PyTorch's default: one per physical core
-in one process, and ``torchrun``'s one each with two), and the model is given that count.
+in one process, and ``torchrun``'s one each with two), and the model is given that count. Where the
+scenario sets ``dataset.blas_threads``, the whole run (its training process, its workers, the probes
+between its segments) runs under that BLAS limit, as the user's script under ``OPENBLAS_NUM_THREADS`` does.
 
 Step time and data wait are compared as 10 % trimmed means of the steps, measured and simulated
 alike. With two CPU processes, a hook on DDP's all-reduce splits every measured step into its
@@ -15,6 +17,7 @@ computation, the wait for the slower rank and the all-reduce itself, and each is
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -38,13 +41,13 @@ from hsisim.calibration import paired, probes
 from hsisim.calibration.interference import InterferenceProbe, max_workers
 from hsisim.calibration.models import forward_flops, param_count
 from hsisim.calibration.run import Workload, catalog_gpu_for, dataset_for, parse_device, scene, workload
+from hsisim.calibration.stepstats import summary, trimmed
+from hsisim.calibration.threads import limit_blas, limited
 from hsisim.errors import HsisimInputError
 from hsisim.profile import FORMAT, document, load_profile
 from hsisim.resolve import check_code_allowed, resolve_job
 from hsisim.scenario import Scenario, load_scenario
 from hsisim.sim.micro import MicroSim, gamma_draws
-
-TRIM = 0.1  # step statistics: the mean without the fastest and the slowest 10 % of steps
 
 
 def segments(steps: int, rounds: int) -> list[int]:
@@ -141,10 +144,12 @@ class Run:
         self.model = model
         ds = t.dataset
         ld = sc.loader
+        limit = sc.dataset.blas_threads
         self.loader = DataLoader(ds, batch_size=sc.training.micro_batch, shuffle=True, num_workers=ld.num_workers,
                                  prefetch_factor=ld.prefetch_factor if ld.num_workers else None,
                                  pin_memory=ld.pin_memory and dev.type == "cuda",
-                                 persistent_workers=ld.persistent_workers and ld.num_workers > 0, drop_last=True)
+                                 persistent_workers=ld.persistent_workers and ld.num_workers > 0, drop_last=True,
+                                 worker_init_fn=functools.partial(limit_blas, limit) if limit else None)
         self.it = iter(self.loader)
         self.waits: list[float] = []
         self.totals: list[float] = []
@@ -179,12 +184,12 @@ class Run:
 
     def result(self) -> dict[str, Any]:
         wa, to = np.array(self.waits), np.array(self.totals)
-        return {**_summary(to, wa), "steps": len(to), "training_threads": self.threads_seen}
+        return {**summary(to, wa), "steps": len(to), "training_threads": self.threads_seen}
 
     def split(self) -> dict[str, float]:
         """The computation around the gradients' all-reduce (CPU processes, timed by the hook)."""
         comp = np.array(self.totals) - np.array(self.waits) - (np.array(self.done) - np.array(self.handed))
-        return {"compute_s": _trimmed(comp), "compute_mean_s": float(comp.mean())}
+        return {"compute_s": trimmed(comp), "compute_mean_s": float(comp.mean())}
 
     def close(self) -> None:
         del self.it
@@ -200,6 +205,7 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
     if dev.type == "cuda":
         dev = torch.device("cuda", rank)
     torch.set_num_threads(threads)
+    limited(sc.dataset.blas_threads).__enter__()  # this rank's process, for the rest of its life
     dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
     finished = False
@@ -334,24 +340,6 @@ def _paired(sc: Scenario, dev: torch.device, t: Trainable, ddp: bool = False) ->
                               amp, handover=sc.loader.num_workers > 0, ddp=ddp)
 
 
-def _trimmed(x: np.ndarray) -> float:
-    """The mean of the middle 80 %: a neighbour's burst on a shared machine is cut off (a mean would
-    follow it), and a step time with two modes (a 2-process gloo step: the all-reduce's transport
-    threads awake or asleep) gives a stable value (its median jumps from one mode to the other)."""
-    from scipy import stats
-
-    return float(stats.trim_mean(x, TRIM))
-
-
-def _summary(steps: np.ndarray, waits: np.ndarray) -> dict[str, float]:
-    """Step time and data wait, like for like in the measurement and the prediction."""
-    step = _trimmed(steps)
-    return {"step_time_s": step, "data_wait_fraction": _trimmed(waits) / step, "data_wait_s": _trimmed(waits),
-            "step_time_median_s": float(np.median(steps)), "step_time_mean_s": float(steps.mean()),
-            "data_wait_fraction_of_medians": float(np.median(waits) / np.median(steps)),
-            "data_wait_fraction_of_sums": float(waits.sum() / steps.sum())}
-
-
 def _default_threads(world: int) -> int:
     """A training process's intra-op threads as it starts: PyTorch's default in one; with several,
     ``torchrun``'s ``OMP_NUM_THREADS=1`` unless it is set (as ``resolve.hardware.default_threads``)."""
@@ -379,7 +367,7 @@ def predict(scenario: Path, sets: list[str], dev: torch.device, world: int, prof
     sim.run(64)
     tr = sim.run(4000)
     draws = gamma_draws(np.random.default_rng(2), job.compute_s, job.compute_cv, 4000)
-    pred = {**_summary(tr.duration, tr.data), "compute_s": _trimmed(draws), "compute_mean_s": job.compute_s,
+    pred = {**summary(tr.duration, tr.data), "compute_s": trimmed(draws), "compute_mean_s": job.compute_s,
             "comm_s": float(tr.comm.mean())}
     if world > 1:  # one all-reduce of every gradient, as the measurement times it
         inst = catalog.instance(sc.cluster.instance)
@@ -418,16 +406,18 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
             f", in {rounds} segments between rounds of the calibration probe ({threads} training thread(s))"))
         old = torch.get_num_threads()
         torch.set_num_threads(threads)
+        under = limited(sc.dataset.blas_threads)  # the run, its workers and its probes under the scenario's BLAS limit
         try:
-            if world_size == 1:  # one process: the paces of its workers; several: their collectives
-                measured, fits, paces = _measure_one(sc, dev, threads, t, steps, rounds, wu, profile is None)
-                coll = None
-            else:
-                measured, fits, coll = _measure_ddp(scenario, sets, device, world_size, steps, wu, threads, rounds,
-                                                    profile is None, Path(d))
-                paces = None
-            prof_path = profile if profile is not None else \
-                document(_profile(sc, dev, threads, fits, t, coll, paces)).write(Path(d) / "profile.json")
+            with under:
+                if world_size == 1:  # one process: the paces of its workers; several: their collectives
+                    measured, fits, paces = _measure_one(sc, dev, threads, t, steps, rounds, wu, profile is None)
+                    coll = None
+                else:
+                    measured, fits, coll = _measure_ddp(scenario, sets, device, world_size, steps, wu, threads,
+                                                        rounds, profile is None, Path(d))
+                    paces = None
+                prof_path = profile if profile is not None else \
+                    document(_profile(sc, dev, threads, fits, t, coll, paces)).write(Path(d) / "profile.json")
         finally:
             torch.set_num_threads(old)
         predicted, notes = predict(scenario, sets, dev, world_size, prof_path, steps,

@@ -82,10 +82,10 @@ def _data(sc: Scenario, job: Job) -> list[Fix]:
                        f"{vcpus} vCPUs over {inst.gpus} GPU(s)){flags}", tuple(sets), 1, "§4.2 step 3"))
     if job.blas_lever:
         n = BLAS_LEVER
-        out.append(Fix("blas_threads", "data", f"the Dataset's BLAS at {n} thread (OPENBLAS_NUM_THREADS={n} or "
-                       f"MKL_NUM_THREADS={n} before the script starts, or threadpoolctl.threadpool_limits({n}) in "
-                       "worker_init_fn): its threads oversubscribe the cores beside the training's (calibration "
-                       "measured both)", (f"dataset.blas_threads={n}",), 1, "§4.2 step 3 (workers contend for CPU)"))
+        out.append(Fix("blas_threads", "data", f"the Dataset's BLAS at {n} thread: OPENBLAS_NUM_THREADS={n} (or "
+                       f"MKL_NUM_THREADS={n}) before the script starts limits the training process and its workers; "
+                       "its threads oversubscribe the cores beside the training's (calibration measured both runs)",
+                       (f"dataset.blas_threads={n}",), 1, "§4.2 step 3 (workers contend for CPU)"))
     if sc.dataset.preprocess == "getitem":
         out.append(Fix("offline", "data", "compute normalisation and PCA once, before training (offline), not in "
                        "__getitem__", ("dataset.preprocess=offline",), 2, "§4.2 step 4"))

@@ -10,7 +10,7 @@ from hsisim import catalog
 from hsisim.analytic import datapipe
 from hsisim.analytic.compute import LinearCost
 from hsisim.errors import HsisimInputError
-from hsisim.profile import BLAS_LEVER, BLOCK, Interference, Profile, WorkerPace
+from hsisim.profile import BLAS_LEVER, BLOCK, THREADED_BUILD, Interference, Profile, WorkerPace
 from hsisim.resolve.compute import Steps
 from hsisim.resolve.hardware import Hardware
 from hsisim.resolve.workload import Workload
@@ -117,8 +117,9 @@ def loop_warnings(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None
     it = measured.get("interference") if measured is not None else None
     if it is None:
         return ()
-    threaded = threaded_build(sc, hw, it, _lever(sc, measured))  # type: ignore[arg-type]
-    if threaded or _interference(sc, hw, measured, prof, []) is None:  # the run does not use the loops' paces
+    used = _interference(sc, hw, measured, prof, []) is not None  # the run uses the loops' paces
+    threaded = threaded_build(sc, hw, it, used and _lever(sc, measured))  # type: ignore[arg-type]
+    if threaded or not used:
         return threaded
     return unsteady(sc, it)
 
@@ -164,7 +165,8 @@ def threaded_build(sc: Scenario, hw: Hardware, it: Interference, lever: bool = F
     return (f"{head} {', '.join(wb.blas)} found: with the BLAS limited to one thread the same build alone took "
             f"{wb.one_blas_thread_s * 1e3:.1f} ms against {wb.build_s * 1e3:.1f} ms. To limit it, set "
             "OPENBLAS_NUM_THREADS=1 (MKL_NUM_THREADS=1 for MKL) before the script starts, or call "
-            "threadpoolctl.threadpool_limits(1) in the DataLoader's worker_init_fn, and "
+            + ("threadpoolctl.threadpool_limits(1) in the DataLoader's worker_init_fn" if workers else
+               "threadpoolctl.threadpool_limits(1) before the training loop") + ", and "
             + ("predict that run from the loops calibration ran under that limit too: --set dataset.blas_threads=1"
                if lever else "calibrate again under it to predict that run"),)
 
@@ -334,28 +336,39 @@ def _measured(sc: Scenario, prof: Profile | None, wl: Workload) -> dict[str, Any
 
 
 def _at_blas(sc: Scenario, measured: dict[str, Any]) -> dict[str, Any]:
-    """The measurement with the interference loops run at the scenario's ``dataset.blas_threads``: as measured
-    where it sets none, or where the loops ran at that count (or loaded no BLAS library: a limit changes
-    nothing); the loops calibration ran again at ``BLAS_LEVER`` thread where it asks for that (the loops at the
-    libraries' own threads kept as ``interference_default``). Any other limit was not measured: an input error,
-    not a prediction for another run."""
+    """The measurement with the interference loops run at the scenario's ``dataset.blas_threads``, and a note of
+    which (``blas_note``): as measured where it sets none, where the loops ran the BLAS at that count (or loaded
+    none), or where the build kept under ``THREADED_BUILD`` cores busy at the libraries' own threads (it runs no
+    BLAS threads of its own to speak of); the loops calibration ran again at ``BLAS_LEVER`` thread where it asks
+    for that (the loops at the libraries' own threads kept as ``interference_default``). Any other limit was not
+    measured: an input error, not a prediction for another run."""
     want, it = sc.dataset.blas_threads, measured.get("interference")
-    if want is None or it is None:
+    if want is None:
         return measured
+    head = f"dataset.blas_threads {want}: "
+    if it is None:
+        return {**measured, "blas_note": head + "the profile has no DataLoader loops (a GPU calibration runs none), "
+                "so it did not measure the build's BLAS threads: the build as its data probe measured it"}
     wb = it.worker_build
-    if wb is not None and wb.blas_threads is not None and set(wb.blas_threads.values()) <= {want}:
-        return measured  # at that count, or no BLAS library loaded (empty)
+    if wb is not None and wb.blas_threads == {}:
+        return {**measured, "blas_note": head + "calibration found no BLAS library loaded by the build: a limit on "
+                "one changes nothing in it"}
+    if wb is not None and wb.blas_threads is not None and set(wb.blas_threads.values()) == {want}:
+        return {**measured, "blas_note": head + "the profile's DataLoader loops ran each BLAS library at that count"}
     limited = measured.get("interference_one_blas")
     if want == BLAS_LEVER and limited is not None:
         return {**measured, "interference": limited, "interference_default": it}
+    if wb is not None and not wb.threaded:
+        return {**measured, "blas_note": head + f"a build alone kept {wb.cores:.1f} of {it.cores} cores busy at the "
+                "libraries' own threads, so it runs no BLAS threads of its own to speak of: the profile's paces"}
     if wb is None or wb.blas_threads is None:
         why = "does not record the BLAS threads its DataLoader loops ran at (calibrated before 2026-12-07)"
     else:
         ran = ", ".join(f"{name} at {n} thread(s)" for name, n in wb.blas_threads.items())
         why = (f"measured the batch build's DataLoader loops with {ran}, and calibration measures them again at "
-               f"{BLAS_LEVER} thread only where a build alone keeps more than one core busy through a BLAS library "
-               f"that runs more than one thread (this one kept {wb.cores:.1f} busy; profiles written before 2026-12-07 "
-               "never do)")
+               f"{BLAS_LEVER} thread only where a build alone keeps {THREADED_BUILD} cores or more busy through a "
+               f"BLAS library that runs more than one thread (this one kept {wb.cores:.1f} busy; profiles written "
+               "before 2026-12-07 never do)")
     raise HsisimInputError(f"{{dataset.blas_threads}} is {want}, but the profile {why}: calibrate under that limit "
                            f"(OPENBLAS_NUM_THREADS={want} or MKL_NUM_THREADS={want} before the calibration starts) "
                            "to predict that run, or leave the key out")
@@ -368,25 +381,20 @@ def _lever(sc: Scenario, measured: dict[str, Any]) -> bool:
 
 
 def _blas_ratio(sc: Scenario, measured: dict[str, Any], notes: list[str]) -> float:
-    """What ``dataset.blas_threads`` does to the data probe's build, which ran at the BLAS libraries' own threads:
-    the build alone in the loops at ``BLAS_LEVER`` thread over the build alone in the loops at their own
-    (``_at_blas``), where the scenario asks for that limit; else 1, with a note of why."""
-    want = sc.dataset.blas_threads
-    if want is None:
+    """What ``dataset.blas_threads`` does to the data probe's build, which ran at the BLAS libraries' own threads,
+    where the loops at ``BLAS_LEVER`` thread stand in for the default ones (``_at_blas``): a build alone as a worker
+    runs it, at one BLAS thread over at the libraries' own, timed back to back at one moment (``worker_build``;
+    else the two loops' builds alone, a round apart). It is the build's wherever the loops' own paces are not used
+    (a GPU node, other cores or threads); else 1, and ``_at_blas``'s note."""
+    default = measured.get("interference_default")
+    if default is None:
+        if "blas_note" in measured:
+            notes.append(measured["blas_note"])
         return 1.0
-    it, default = measured.get("interference"), measured.get("interference_default")
-    wb = it.worker_build if it is not None else None
-    if default is not None:
-        ratio = it.build_alone_s / default.build_alone_s  # type: ignore[union-attr]
-        notes.append(f"dataset.blas_threads {want}: the DataLoader loops calibration ran again with the BLAS at "
-                     f"{want} thread; a build alone took {ratio:.2f}x its time at the libraries' own threads")
-        return ratio
-    if it is None:
-        notes.append(f"dataset.blas_threads {want}: the profile did not measure the build's threads (no DataLoader "
-                     "loops: a GPU calibration); the build as measured")
-    elif wb is not None and wb.blas_threads == {}:
-        notes.append(f"dataset.blas_threads {want}: calibration found no BLAS library loaded by the build, so a "
-                     "limit on one changes nothing in it")
-    else:
-        notes.append(f"dataset.blas_threads {want}: the profile was measured under that limit")
-    return 1.0
+    wb = default.worker_build
+    ratio = (wb.one_blas_thread_s / wb.build_s if wb is not None and wb.one_blas_thread_s is not None
+             else measured["interference"].build_alone_s / default.build_alone_s)
+    notes.append(f"dataset.blas_threads {sc.dataset.blas_threads}: from the DataLoader loops calibration ran again "
+                 f"with the BLAS at {BLAS_LEVER} thread; a build alone as a worker runs it took {ratio:.2f}x its time "
+                 "at the libraries' own threads")
+    return ratio
