@@ -426,7 +426,8 @@ def test_a_blas_limit_the_profile_did_not_measure_is_an_input_error(tmp_path: Pa
                        r"build's DataLoader loops with openblas 0.3.31 at 4 thread\(s\), and calibration measures "
                        r"them again at 1 thread only where .*OPENBLAS_NUM_THREADS=1"):
         job(THREADED, 1)
-    with pytest.raises(HsisimInputError, match=r"is 2, but .*calibrate under that limit \(OPENBLAS_NUM_THREADS=2"):
+    with pytest.raises(HsisimInputError, match=r"is 2, but .*at 4 thread\(s\), and again at 1 thread, not at 2: "
+                       r"calibrate under that limit \(OPENBLAS_NUM_THREADS=2"):
         job(None, 2, lever=True)  # calibration measures one thread, not two
     with pytest.raises(HsisimInputError, match="does not record the BLAS threads"):
         job({"build_s": 0.118, "cores": 2.0}, 1)  # before 520b717, or none loaded before it said so with {}

@@ -363,6 +363,9 @@ def _at_blas(sc: Scenario, measured: dict[str, Any]) -> dict[str, Any]:
                 "libraries' own threads, so it runs no BLAS threads of its own to speak of: the profile's paces"}
     if wb is None or wb.blas_threads is None:
         why = "does not record the BLAS threads its DataLoader loops ran at (calibrated before 2026-12-07)"
+    elif limited is not None:
+        ran = ", ".join(f"{name} at {n} thread(s)" for name, n in wb.blas_threads.items())
+        why = f"measured the batch build's DataLoader loops with {ran}, and again at {BLAS_LEVER} thread, not at {want}"
     else:
         ran = ", ".join(f"{name} at {n} thread(s)" for name, n in wb.blas_threads.items())
         why = (f"measured the batch build's DataLoader loops with {ran}, and calibration measures them again at "
