@@ -904,16 +904,14 @@ def test_validate_reports_measured_predicted_and_errors() -> None:
 
 def test_validate_runs_the_scenarios_blas_limit_in_the_training_process_and_each_worker(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hsisim.calibration import validate as val
-
-    inits, real = tmp_path / "inits", val.limit_blas
+    inits, real = tmp_path / "inits", interference.threads.limit_blas
 
     def init(n: int, worker: int = 0) -> None:
         with inits.open("a") as f:
             f.write(f"{n}\n")
         real(n, worker)
 
-    monkeypatch.setattr(val, "limit_blas", init)
+    monkeypatch.setattr(interference.threads, "limit_blas", init)  # what each worker's worker_init_fn calls
     before = interference.threads.blas_threads()
     res = runner.invoke(app, ["validate", "--scenario", str(ROOT / "scenarios" / "validate" / "cpu_compute_bound.yaml"),
                               "--device", "cpu", "--steps", "6", "--warmup", "3", "--set", "training.micro_batch=8",

@@ -51,7 +51,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
 from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 from hsisim.calibration import threads
@@ -380,11 +379,8 @@ class InterferenceProbe:
         """Each alone, the DataLoader loop without workers, then with 1 … ``max_workers`` workers. Once a build
         has run threads of its own (``threads.threaded``), each loop runs ``threaded_s`` or longer. Under
         ``blas_limit`` where one is set."""
-        if self.blas_limit is None:
-            self._round(None)
-            return
-        with threadpool_limits(limits=self.blas_limit, user_api="blas"):
-            self._round(functools.partial(threads.limit_blas, self.blas_limit))
+        with threads.limited(self.blas_limit):
+            self._round(threads.worker_limit(self.blas_limit))
 
     def _round(self, init: Callable[[int], None] | None) -> None:
         reps, start = self.reps, time.perf_counter()

@@ -16,6 +16,7 @@ the same build with those libraries limited to one.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -103,6 +104,12 @@ def limit_blas(n: int, _worker: int = 0) -> None:
     """Limit every BLAS library loaded in this process to ``n`` threads for the rest of its life: a DataLoader
     worker's ``worker_init_fn`` (a forked worker inherits its parent's limit too, but a spawned one does not)."""
     threadpool_limits(limits=n, user_api="blas")
+
+
+def worker_limit(n: int | None) -> Callable[[int], None] | None:
+    """A DataLoader's ``worker_init_fn`` that limits each worker's BLAS libraries to ``n`` threads (``limit_blas``;
+    None where ``n`` is)."""
+    return functools.partial(limit_blas, n) if n is not None else None
 
 
 def threaded(rounds: list[dict[str, Any]]) -> bool:

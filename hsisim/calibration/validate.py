@@ -17,7 +17,6 @@ computation, the wait for the slower rank and the all-reduce itself, and each is
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -42,7 +41,7 @@ from hsisim.calibration.interference import InterferenceProbe, max_workers
 from hsisim.calibration.models import forward_flops, param_count
 from hsisim.calibration.run import Workload, catalog_gpu_for, dataset_for, parse_device, scene, workload
 from hsisim.calibration.stepstats import summary, trimmed
-from hsisim.calibration.threads import limit_blas, limited
+from hsisim.calibration.threads import limit_blas, limited, worker_limit
 from hsisim.errors import HsisimInputError
 from hsisim.profile import FORMAT, document, load_profile
 from hsisim.resolve import check_code_allowed, resolve_job
@@ -144,12 +143,11 @@ class Run:
         self.model = model
         ds = t.dataset
         ld = sc.loader
-        limit = sc.dataset.blas_threads
         self.loader = DataLoader(ds, batch_size=sc.training.micro_batch, shuffle=True, num_workers=ld.num_workers,
                                  prefetch_factor=ld.prefetch_factor if ld.num_workers else None,
                                  pin_memory=ld.pin_memory and dev.type == "cuda",
                                  persistent_workers=ld.persistent_workers and ld.num_workers > 0, drop_last=True,
-                                 worker_init_fn=functools.partial(limit_blas, limit) if limit else None)
+                                 worker_init_fn=worker_limit(sc.dataset.blas_threads))
         self.it = iter(self.loader)
         self.waits: list[float] = []
         self.totals: list[float] = []
@@ -205,7 +203,8 @@ def _ddp_worker(rank: int, world: int, port: int, scenario: str, sets: list[str]
     if dev.type == "cuda":
         dev = torch.device("cuda", rank)
     torch.set_num_threads(threads)
-    limited(sc.dataset.blas_threads).__enter__()  # this rank's process, for the rest of its life
+    if sc.dataset.blas_threads is not None:  # this rank's process, for the rest of its life
+        limit_blas(sc.dataset.blas_threads)
     dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
     finished = False
@@ -406,9 +405,8 @@ def validate(scenario: Path, *, sets: list[str], device: str, steps: int = 100, 
             f", in {rounds} segments between rounds of the calibration probe ({threads} training thread(s))"))
         old = torch.get_num_threads()
         torch.set_num_threads(threads)
-        under = limited(sc.dataset.blas_threads)  # the run, its workers and its probes under the scenario's BLAS limit
         try:
-            with under:
+            with limited(sc.dataset.blas_threads):  # the run, its workers and its probes under the scenario's limit
                 if world_size == 1:  # one process: the paces of its workers; several: their collectives
                     measured, fits, paces = _measure_one(sc, dev, threads, t, steps, rounds, wu, profile is None)
                     coll = None

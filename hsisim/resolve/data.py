@@ -363,15 +363,13 @@ def _at_blas(sc: Scenario, measured: dict[str, Any]) -> dict[str, Any]:
                 "libraries' own threads, so it runs no BLAS threads of its own to speak of: the profile's paces"}
     if wb is None or wb.blas_threads is None:
         why = "does not record the BLAS threads its DataLoader loops ran at (calibrated before 2026-12-07)"
-    elif limited is not None:
-        ran = ", ".join(f"{name} at {n} thread(s)" for name, n in wb.blas_threads.items())
-        why = f"measured the batch build's DataLoader loops with {ran}, and again at {BLAS_LEVER} thread, not at {want}"
     else:
-        ran = ", ".join(f"{name} at {n} thread(s)" for name, n in wb.blas_threads.items())
-        why = (f"measured the batch build's DataLoader loops with {ran}, and calibration measures them again at "
-               f"{BLAS_LEVER} thread only where a build alone keeps {THREADED_BUILD} cores or more busy through a "
-               f"BLAS library that runs more than one thread (this one kept {wb.cores:.1f} busy; profiles written "
-               "before 2026-12-07 never do)")
+        ran = ("measured the batch build's DataLoader loops with "
+               + ", ".join(f"{name} at {n} thread(s)" for name, n in wb.blas_threads.items()))
+        why = (f"{ran}, and again at {BLAS_LEVER} thread, not at {want}" if limited is not None else
+               f"{ran}, and calibration measures them again at {BLAS_LEVER} thread only where a build alone keeps "
+               f"{THREADED_BUILD} cores or more busy through a BLAS library that runs more than one thread (this one "
+               f"kept {wb.cores:.1f} busy; profiles written before 2026-12-07 never do)")
     raise HsisimInputError(f"{{dataset.blas_threads}} is {want}, but the profile {why}: calibrate under that limit "
                            f"(OPENBLAS_NUM_THREADS={want} or MKL_NUM_THREADS={want} before the calibration starts) "
                            "to predict that run, or leave the key out")
