@@ -35,6 +35,10 @@ round's prediction is set against the loops that held the pace calibration held 
 before and just after its rounds, or the whole calibration without ``--interleave``; a reading over
 1.5x the run's fastest is the slow pace), where its readings show one pace. The pace probe does not
 catch every change of the machine's pace: loops at its fast reading ran at 14.1-19.1 ms (offline5).
+
+Last of all, the machine's floor: the user's loops set against each other, as if half of them were the prediction
+(every second loop against the rest), and how many single loops fall within 10 % of the others' mean. Where two
+halves of the same user's loops part by more than the targets, so may any prediction, however faithful its model.
 """
 
 from __future__ import annotations
@@ -259,6 +263,18 @@ def matched(name: str, r: int, p: dict[str, float], runs: list[dict[str, float]]
             f"{100 * (p['wait_share'] - wait):+.1f} points")
 
 
+def floor(runs: list[dict[str, float]]) -> tuple[float, float, int]:
+    """What the machine lets any prediction reach, from the user's loops alone: every second loop against the others
+    (with --interleave, those just after each round against those just before it: each half samples every round's
+    moments, as the prediction does), step error (%) and data wait (points), and how many single loops fall within
+    10 % of the mean of the others."""
+    half = [runs[0::2], runs[1::2]]
+    m = [{key: statistics.fmean(u[key] for u in h) for key in ("step_s", "wait_share")} for h in half]
+    near = sum(abs(u["step_s"] / statistics.fmean(v["step_s"] for v in runs if v is not u) - 1) <= 0.10
+               for u in runs)
+    return 100 * (m[1]["step_s"] / m[0]["step_s"] - 1), 100 * (m[1]["wait_share"] - m[0]["wait_share"]), near
+
+
 def _row(name: str, r: int, p: dict[str, float], runs: list[dict[str, float]]) -> None:
     """One round's line of the table: the prediction against the user's loops around it."""
     steps, waits = [u["step_s"] for u in runs], [u["wait_share"] for u in runs]
@@ -322,6 +338,13 @@ def main() -> None:
               f"{statistics.stdev(every) / statistics.fmean(every):.0%} of a loop, n {len(every)}; predictions "
               f"{min(r['step_s'] for r in rows) * 1e3:.1f}-{max(r['step_s'] for r in rows) * 1e3:.1f} ms), data wait "
               f"{100 * (mean['wait_share'] - mean['m_wait_share']):+.1f} points")
+
+    print("\nthe machine's floor, from the user's loops alone (every second loop against the others: step, data "
+          "wait; single loops within 10 % of the mean of the others in their round):")
+    for name, r, _, runs, _ in paced:
+        step, wait, near = floor(runs)
+        print(f"  {name} round {r}: one half against the other {step:+.1f} %, {wait:+.1f} points; {near} of "
+              f"{len(runs)} single loops within 10 %")
 
     fastest = min(u[key] for *_, runs, _ in paced for u in runs for key in ("pace_before_ms", "pace_after_ms"))
     print(f"\nat the pace calibration held (a reading over {SLOW}x the fastest, {fastest:.0f} ms, is the slow pace; a "
