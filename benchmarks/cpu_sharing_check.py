@@ -1,6 +1,7 @@
 """hsisim's prediction against a user's own training loop that imports nothing from hsisim (run on purpose).
 
-    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...] [--user-runs K | --interleave [--lever]]
+    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...] [--user-runs K | --interleave [--lever]] [--full]
+                                           [--log FILE]
 
 For each configuration of ``benchmarks/user_loop/hamida_user.py`` (the script a user wrote, run as
 a plain ``python`` process with PyTorch's defaults), each round does, one after the other, so that
@@ -39,6 +40,12 @@ catch every change of the machine's pace: loops at its fast reading ran at 14.1-
 Last of all, the machine's floor: the user's loops set against each other, as if half of them were the prediction
 (every second loop against the rest), and how many single loops fall within 10 % of the others' mean. Where two
 halves of the same user's loops part by more than the targets, so may any prediction, however faithful its model.
+
+Calibrations are ``--quick`` unless ``--full`` is given (a user's default: longer loops where a build runs threads of
+its own, three rounds always; several minutes a calibration for the getitem configurations).
+
+With ``--log FILE`` each round's comparison is also appended to FILE as one JSON line (the date, the hsisim commit,
+every loop and reading in the table), so that sittings on other days pool: ``cpu_sharing_summary.py FILE``.
 """
 
 from __future__ import annotations
@@ -94,19 +101,19 @@ def _kwargs(cfg: dict[str, object]) -> str:
                        "model": {"patch": cfg["patch"]}})
 
 
-def predict(config: str, cfg: dict[str, object], work: Path) -> dict[str, float]:
+def predict(config: str, cfg: dict[str, object], work: Path, quick: bool = True) -> dict[str, float]:
     """The user's view: calibrate on the script's factories, then run a scenario that names them."""
     profile = work / f"{config}.json"
-    _hsisim("calibrate", "--device", "cpu", "--quick", "--model-factory", "hamida_user.py:make_model",
-            "--dataset-factory", "hamida_user.py:make_dataset", "--factory-kwargs", _kwargs(cfg), "--batch",
-            str(cfg["batch"]), "--out", str(profile), "--json", cwd=work)
+    _hsisim("calibrate", "--device", "cpu", *(["--quick"] if quick else []), "--model-factory",
+            "hamida_user.py:make_model", "--dataset-factory", "hamida_user.py:make_dataset", "--factory-kwargs",
+            _kwargs(cfg), "--batch", str(cfg["batch"]), "--out", str(profile), "--json", cwd=work)
     return readout(config, cfg, work, profile)
 
 
 Compared = tuple[dict[str, float], list[dict[str, float]]]
 
 
-def predict_interleaved(config: str, cfg: dict[str, object], work: Path, lever: bool = False
+def predict_interleaved(config: str, cfg: dict[str, object], work: Path, lever: bool = False, quick: bool = True
                         ) -> tuple[Compared, Compared | None]:
     """A calibration with the CLI's options, in this process (after the first, one that has calibrated
     before: its probe's loop ran at 1.003x the user's beside it, 2-core VM), with the user's loop run just
@@ -137,7 +144,7 @@ def predict_interleaved(config: str, cfg: dict[str, object], work: Path, lever: 
     os.chdir(work)  # where the CLI would run: the factories' module is found from the current directory
     try:
         with mock.patch.object(_Meetings, "round", bracketed):
-            api.calibrate(device="cpu", quick=True, model_factory="hamida_user.py:make_model",
+            api.calibrate(device="cpu", quick=quick, model_factory="hamida_user.py:make_model",
                           dataset_factory="hamida_user.py:make_dataset", factory_kwargs=_kwargs(cfg),
                           batch=int(cfg["batch"]), out=profile)  # type: ignore[call-overload]
     finally:
@@ -213,6 +220,40 @@ def measure(config: str, work: Path, one_blas: bool = False) -> dict[str, float]
 
 def _flag(argv: list[str], flag: str) -> tuple[bool, list[str]]:
     return flag in argv, [a for a in argv if a != flag]
+
+
+def _option(argv: list[str], flag: str) -> tuple[str | None, list[str]]:
+    if flag not in argv:
+        return None, argv
+    i = argv.index(flag)
+    if i + 1 >= len(argv):
+        sys.exit(f"{flag} takes a file name")
+    return argv[i + 1], argv[:i] + argv[i + 2:]
+
+
+def _commit() -> str:
+    """The commit of the hsisim checkout this benchmark imports (``+`` where its tree has changes), or ``?``."""
+    import hsisim
+
+    root = Path(hsisim.__file__).resolve().parent.parent
+    try:
+        head = _run(["git", "rev-parse", "--short", "HEAD"], root).strip()
+        dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], root).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return head + ("+" if dirty else "")
+
+
+def record(name: str, r: int, p: dict[str, float], runs: list[dict[str, float]], interleave: bool, quick: bool,
+           commit: str) -> dict[str, object]:
+    """One round's comparison as ``--log`` keeps it (milliseconds and per cent, as the table)."""
+    return {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": commit, "config": name, "round": r + 1,
+            "interleave": interleave, "quick": quick, "user_step_ms": [round(u["step_s"] * 1e3, 3) for u in runs],
+            "user_wait_pct": [round(100 * u["wait_share"], 2) for u in runs],
+            "pace_ms": [[round(u["pace_before_ms"]), round(u["pace_after_ms"])] for u in runs],
+            "predicted_step_ms": round(p["step_s"] * 1e3, 3), "predicted_wait_pct": round(100 * p["wait_share"], 2),
+            "probe_step_ms": round(p["probe_step_s"] * 1e3, 3),
+            "probe_wait_pct": round(100 * p["probe_wait_share"], 2), "calibrate_s": round(p["calibrate_s"], 1)}
 
 
 def _user_runs(argv: list[str]) -> tuple[int, list[str]]:
@@ -293,6 +334,8 @@ def _row(name: str, r: int, p: dict[str, float], runs: list[dict[str, float]]) -
 def main() -> None:
     interleave, argv = _flag(sys.argv[1:], "--interleave")
     lever, argv = _flag(argv, "--lever")
+    log, argv = _option(argv, "--log")
+    full, argv = _flag(argv, "--full")
     if interleave and "--user-runs" in argv:
         sys.exit("--interleave runs the user's loop around each interference round: it takes no --user-runs")
     if lever and not interleave:
@@ -306,6 +349,7 @@ def main() -> None:
           "wait (%) | mean | predicted | error (points) | calibration's own loop: step, data wait | its rounds | "
           "calibrate (s) | the machine's pace before/after each loop (ms) |")
     print("|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    commit = _commit() if log else ""
     pooled: dict[str, list[dict[str, float]]] = {}
     loops: dict[str, list[float]] = {}
     paced: list[tuple[str, int, dict[str, float], list[dict[str, float]], list[float]]] = []
@@ -315,15 +359,18 @@ def main() -> None:
         for name in names:
             for r in range(rounds):
                 if interleave:
-                    default, limited = predict_interleaved(name, configs[name], work, lever)
+                    default, limited = predict_interleaved(name, configs[name], work, lever, not full)
                 else:
                     runs = [measure(name, work) for _ in range(k)]
-                    p = predict(name, configs[name], work)
+                    p = predict(name, configs[name], work, not full)
                     runs += [measure(name, work) for _ in range(k)]
                     default, limited = (p, runs), None
                 compared = [(name, default)] + ([(f"{name} at 1 BLAS thread", limited)] if limited else [])
                 for label, (p, runs) in compared:
                     _row(label, r, p, runs)
+                    if log:
+                        with open(log, "a") as f:
+                            f.write(json.dumps(record(label, r, p, runs, interleave, not full, commit)) + "\n")
                     m = {key: statistics.fmean(u[key] for u in runs) for key in ("step_s", "wait_share")}
                     pooled.setdefault(label, []).append({**{f"m_{key}": v for key, v in m.items()}, **p})
                     loops.setdefault(label, []).extend(u["step_s"] for u in runs)

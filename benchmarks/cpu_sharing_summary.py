@@ -1,0 +1,96 @@
+"""Every round ``cpu_sharing_check.py --log FILE`` kept, pooled over its sittings, against the machine's floor.
+
+    python benchmarks/cpu_sharing_summary.py FILE [--since YYYY-MM-DD]
+
+For each configuration: the step's error (prediction over the mean of the user's loops around it) in
+every round, their mean with its 95 % confidence interval (a bias the model would carry) and their
+standard deviation (the scatter a single round shows) and root mean square (both together), how
+many rounds met 10 % on the step and 5 points on the data wait; then the same rounds' floor: every
+second user loop against the others (``cpu_sharing_check.floor``), its root mean square and how many
+rounds it kept within 10 %, which no prediction from the machine's other moments can be expected to
+beat. Rounds of several commits pool: the table names them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from cpu_sharing_check import ci95, floor  # the same statistics as the table's
+
+
+def rounds(path: Path, since: str) -> dict[str, list[dict[str, Any]]]:
+    """The log's rounds on or after ``since``, by configuration (``--quick`` calibrations and full ones apart), in
+    the order they ran."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            if str(r["date"]) >= since:
+                full = "" if r.get("quick", True) else ", full calibration"
+                out.setdefault(f"{r['config']}{full}", []).append(r)
+    return out
+
+
+def _runs(r: dict[str, Any]) -> list[dict[str, float]]:
+    return [{"step_s": s / 1e3, "wait_share": w / 100}
+            for s, w in zip(r["user_step_ms"], r["user_wait_pct"], strict=True)]
+
+
+def _spread(xs: list[float]) -> str:
+    return (f"{statistics.fmean(xs):+.1f} ± {ci95(xs):.1f}, sd {statistics.stdev(xs):.1f}" if len(xs) > 1
+            else f"{xs[0]:+.1f}")
+
+
+def _rms(xs: list[float]) -> float:
+    """The root mean square: the typical size of an error about zero (its bias and scatter together)."""
+    return math.sqrt(statistics.fmean(x * x for x in xs))
+
+
+def _each(xs: list[float]) -> str:
+    return ", ".join(f"{x:+.1f}" for x in xs)
+
+
+def _within(xs: list[float], bound: float) -> str:
+    return f"{sum(abs(x) <= bound for x in xs)} of {len(xs)}"
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    since = ""
+    if "--since" in argv:
+        i = argv.index("--since")
+        if i + 1 >= len(argv):
+            sys.exit("--since takes a date, YYYY-MM-DD")
+        since, argv = argv[i + 1], argv[:i] + argv[i + 2:]
+    if len(argv) != 1 or not Path(argv[0]).is_file():
+        sys.exit("usage: cpu_sharing_summary.py FILE [--since YYYY-MM-DD] (FILE: a cpu_sharing_check.py --log file)")
+    by = rounds(Path(argv[0]), since)
+    if not by:
+        sys.exit(f"{argv[0]}: no rounds{' since ' + since if since else ''}")
+    print("| config | rounds (commits, days) | step error per round (%) | mean ± 95 % CI, sd, rms | within 10 % "
+          "| data-wait error (points) | within 5 points | floor: one half of the loops against the other (%) "
+          "| floor within 10 % |")
+    print("|---|---|---|---:|---:|---|---:|---|---:|")
+    for name, rs in by.items():
+        errs, pts, half = [], [], []
+        for r in rs:
+            runs = _runs(r)
+            mean_step = statistics.fmean(u["step_s"] for u in runs) * 1e3
+            mean_wait = statistics.fmean(u["wait_share"] for u in runs) * 100
+            errs.append(100 * (r["predicted_step_ms"] / mean_step - 1))
+            pts.append(r["predicted_wait_pct"] - mean_wait)
+            half.append(floor(runs)[0])
+        commits = sorted({str(r["commit"]) for r in rs})
+        days = sorted({str(r["date"])[:10] for r in rs})
+        print(f"| {name} | {len(rs)} ({', '.join(commits)}; {', '.join(days)}) | {_each(errs)} "
+              f"| {_spread(errs)}, rms {_rms(errs):.1f} | {_within(errs, 10)} | {_each(pts)} | {_within(pts, 5)} "
+              f"| {_each(half)} (rms {_rms(half):.1f}) | {_within(half, 10)} |")
+
+
+if __name__ == "__main__":
+    main()
