@@ -222,12 +222,14 @@ def _flag(argv: list[str], flag: str) -> tuple[bool, list[str]]:
     return flag in argv, [a for a in argv if a != flag]
 
 
-def _option(argv: list[str], flag: str) -> tuple[str | None, list[str]]:
+def _option(argv: list[str], flag: str, takes: str) -> tuple[str | None, list[str]]:
+    """``flag``'s value and the arguments without both (None where the flag is absent); ``takes`` says what the
+    value is where it is missing."""
     if flag not in argv:
         return None, argv
     i = argv.index(flag)
     if i + 1 >= len(argv):
-        sys.exit(f"{flag} takes a file name")
+        sys.exit(f"{flag} takes {takes}")
     return argv[i + 1], argv[:i] + argv[i + 2:]
 
 
@@ -257,12 +259,13 @@ def record(name: str, r: int, p: dict[str, float], runs: list[dict[str, float]],
 
 
 def _user_runs(argv: list[str]) -> tuple[int, list[str]]:
-    if "--user-runs" not in argv:
+    takes = "a whole number of loops before and after each calibration, at least 1"
+    value, argv = _option(argv, "--user-runs", takes)
+    if value is None:
         return 2, argv
-    i = argv.index("--user-runs")
-    if i + 1 >= len(argv) or not argv[i + 1].isdigit() or int(argv[i + 1]) < 1:
-        sys.exit("--user-runs takes a whole number of loops before and after each calibration, at least 1")
-    return int(argv[i + 1]), argv[:i] + argv[i + 2:]
+    if not value.isdigit() or int(value) < 1:
+        sys.exit(f"--user-runs takes {takes}")
+    return int(value), argv
 
 
 def ci95(xs: list[float]) -> float:
@@ -334,7 +337,7 @@ def _row(name: str, r: int, p: dict[str, float], runs: list[dict[str, float]]) -
 def main() -> None:
     interleave, argv = _flag(sys.argv[1:], "--interleave")
     lever, argv = _flag(argv, "--lever")
-    log, argv = _option(argv, "--log")
+    log, argv = _option(argv, "--log", "a file name")
     full, argv = _flag(argv, "--full")
     if interleave and "--user-runs" in argv:
         sys.exit("--interleave runs the user's loop around each interference round: it takes no --user-runs")

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cpu_sharing_check import ci95, floor  # the same statistics as the table's
+from cpu_sharing_check import _option, ci95, floor  # the same statistics and options as the table's
 
 
 def rounds(path: Path, since: str) -> dict[str, list[dict[str, Any]]]:
@@ -60,13 +60,8 @@ def _within(xs: list[float], bound: float) -> str:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    since = ""
-    if "--since" in argv:
-        i = argv.index("--since")
-        if i + 1 >= len(argv):
-            sys.exit("--since takes a date, YYYY-MM-DD")
-        since, argv = argv[i + 1], argv[:i] + argv[i + 2:]
+    since, argv = _option(sys.argv[1:], "--since", "a date, YYYY-MM-DD")
+    since = since or ""
     if len(argv) != 1 or not Path(argv[0]).is_file():
         sys.exit("usage: cpu_sharing_summary.py FILE [--since YYYY-MM-DD] (FILE: a cpu_sharing_check.py --log file)")
     by = rounds(Path(argv[0]), since)
