@@ -103,6 +103,18 @@ def make_dataset(patch: int = 5, preprocess: str = "offline", **_: object) -> Da
     return Patches(patch, preprocess)
 
 
+def timed_step(it: Any, model: nn.Module, opt: torch.optim.Optimizer, loss_fn: nn.Module) -> tuple[float, float]:
+    """One step of the loop: take the next batch, then forward, backward and the optimizer's step. Returns the
+    wait for the batch and the whole step (seconds)."""
+    t0 = time.perf_counter()
+    x, y = next(it)
+    t1 = time.perf_counter()
+    opt.zero_grad()
+    loss_fn(model(x), y).backward()
+    opt.step()
+    return t1 - t0, time.perf_counter() - t0
+
+
 def train(config: str, steps: int, warmup: int) -> dict[str, object]:
     """Train ``steps`` steps after ``warmup`` and return each step's time and data wait (seconds)."""
     cfg = CONFIGS[config]
@@ -114,16 +126,10 @@ def train(config: str, steps: int, warmup: int) -> dict[str, object]:
     it = iter(loader)
     step_s, wait_s = [], []
     for k in range(warmup + steps):
-        t0 = time.perf_counter()
-        x, y = next(it)
-        t1 = time.perf_counter()
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
-        t2 = time.perf_counter()
+        wait, step = timed_step(it, model, opt, loss_fn)
         if k >= warmup:
-            step_s.append(t2 - t0)
-            wait_s.append(t1 - t0)
+            step_s.append(step)
+            wait_s.append(wait)
     return {"config": config, "torch_threads": torch.get_num_threads(), "step_s": step_s, "wait_s": wait_s}
 
 
