@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from cpu_sharing_check import _option  # the same options as the other checks
+
 HERE = Path(__file__).resolve().parent / "user_loop"
 TURN_STEPS = 48
 WARMUP = 10
@@ -36,16 +38,9 @@ CHILD = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import torch
-from torch import nn
 import hamida_user as h
-cfg = h.CONFIGS[sys.argv[2]]
 turn_s, warmup, turn = float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-ds = h.make_dataset(cfg["patch"], cfg["preprocess"])
-model = h.make_model(cfg["patch"])
-opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-loss_fn = nn.CrossEntropyLoss()
-loader = torch.utils.data.DataLoader(ds, batch_size=cfg["batch"], shuffle=True, num_workers=cfg["workers"],
-                                     drop_last=True)
+loader, model, opt, loss_fn = h.setup(sys.argv[2])  # the user's own loader, model, optimizer and loss
 
 def forever():
     while True:
@@ -71,18 +66,18 @@ for line in sys.stdin:
 """
 
 
-def _option(argv: list[str], flag: str, convert: type) -> tuple[float | None, list[str]]:
-    """The value after ``flag`` (and argv without both), or None where the flag is absent."""
-    if flag not in argv:
-        return None, argv
-    i = argv.index(flag)
+def _positive(argv: list[str], flag: str, convert: type, default: float) -> tuple[float, list[str]]:
+    """``flag``'s value (``default`` where it is absent) and the arguments without both (``_option``)."""
+    text, argv = _option(argv, flag, "a number")
+    if text is None:
+        return default, argv
     try:
-        value = convert(argv[i + 1])
-    except (IndexError, ValueError):
+        value = convert(text)
+    except ValueError:
         sys.exit(f"{flag} takes a number")
     if value <= 0:
         sys.exit(f"{flag} takes a positive number")
-    return value, argv[:i] + argv[i + 2:]
+    return value, argv
 
 
 class Split(NamedTuple):
@@ -126,8 +121,8 @@ def report(name: str, table: list[list[float]]) -> None:
 
 def main() -> None:
     argv = sys.argv[1:]
-    k, argv = _option(argv, "--processes", int)
-    turn_s, argv = _option(argv, "--turn-s", float)
+    k, argv = _positive(argv, "--processes", int, 4)
+    turn_s, argv = _positive(argv, "--turn-s", float, 10.0)
     rotations = int(argv[0]) if argv and argv[0].isdigit() else 6
     config = next((a for a in argv if not a.isdigit()), "getitem11")
     sys.path.insert(0, str(HERE))
@@ -135,13 +130,13 @@ def main() -> None:
 
     if config not in CONFIGS:
         sys.exit(f"unknown configuration {config!r}: one of {', '.join(CONFIGS)}")
-    k = int(k or 4)
+    k = int(k)
     if k < 2 or rotations < 2:
         sys.exit("two processes and two rotations at least: a process's own pace is what stays across rotations")
     blas = os.environ.get("OPENBLAS_NUM_THREADS")
     print(f"{config}: {k} live processes, {rotations} rotations, turns of {TURN_STEPS}+ steps and "
-          f"{turn_s or 10.0:g}+ s" + (f", OPENBLAS_NUM_THREADS={blas}" if blas else ""), flush=True)
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(HERE), config, str(turn_s or 10.0),
+          f"{turn_s:g}+ s" + (f", OPENBLAS_NUM_THREADS={blas}" if blas else ""), flush=True)
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(HERE), config, str(turn_s),
                                str(WARMUP), str(TURN_STEPS)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=HERE) for _ in range(k)]
     try:

@@ -115,14 +115,19 @@ def timed_step(it: Any, model: nn.Module, opt: torch.optim.Optimizer, loss_fn: n
     return t1 - t0, time.perf_counter() - t0
 
 
-def train(config: str, steps: int, warmup: int) -> dict[str, object]:
-    """Train ``steps`` steps after ``warmup`` and return each step's time and data wait (seconds)."""
+def setup(config: str) -> tuple[DataLoader, nn.Module, torch.optim.Optimizer, nn.Module]:
+    """The configuration's loader, model, optimizer and loss, as the script trains them."""
     cfg = CONFIGS[config]
     ds = make_dataset(cfg["patch"], cfg["preprocess"])
     model = make_model(cfg["patch"])
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    loss_fn = nn.CrossEntropyLoss()
     loader = DataLoader(ds, batch_size=cfg["batch"], shuffle=True, num_workers=cfg["workers"], drop_last=True)
+    return loader, model, opt, nn.CrossEntropyLoss()
+
+
+def train(config: str, steps: int, warmup: int) -> dict[str, object]:
+    """Train ``steps`` steps after ``warmup`` and return each step's time and data wait (seconds)."""
+    loader, model, opt, loss_fn = setup(config)
     it = iter(loader)
     step_s, wait_s = [], []
     for k in range(warmup + steps):
