@@ -1,6 +1,6 @@
 """hsisim's prediction against a user's own training loop that imports nothing from hsisim (run on purpose).
 
-    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...] [--user-runs K | --interleave [--lever]] [--full]
+    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...] [--user-runs K | --interleave [--lever]] [--quick]
                                            [--log FILE]
 
 For each configuration of ``benchmarks/user_loop/hamida_user.py`` (the script a user wrote, run as
@@ -41,8 +41,11 @@ Last of all, the machine's floor: the user's loops set against each other, as if
 (every second loop against the rest), and how many single loops fall within 10 % of the others' mean. Where two
 halves of the same user's loops part by more than the targets, so may any prediction, however faithful its model.
 
-Calibrations are ``--quick`` unless ``--full`` is given (a user's default: longer loops where a build runs threads of
-its own, three rounds always; several minutes a calibration for the getitem configurations).
+Calibrations are full, as ``hsisim calibrate`` runs by default (longer loops where a build runs threads of its own,
+three rounds always; several minutes a calibration for the getitem configurations), unless ``--quick`` is given
+(``--full``, the default, is still accepted). Full is the default since December 2026: a user calibrates without
+``--quick`` unless they ask for it, and a ``--quick`` calibration of a threaded build reads two or three blocks of a
+machine whose pace swings between two levels (getitem9 once +49.8 %).
 
 With ``--log FILE`` each round's comparison is also appended to FILE as one JSON line (the date, the hsisim commit,
 every loop and reading in the table), so that sittings on other days pool: ``cpu_sharing_summary.py FILE``.
@@ -101,7 +104,7 @@ def _kwargs(cfg: dict[str, object]) -> str:
                        "model": {"patch": cfg["patch"]}})
 
 
-def predict(config: str, cfg: dict[str, object], work: Path, quick: bool = True) -> dict[str, float]:
+def predict(config: str, cfg: dict[str, object], work: Path, quick: bool = False) -> dict[str, float]:
     """The user's view: calibrate on the script's factories, then run a scenario that names them."""
     profile = work / f"{config}.json"
     _hsisim("calibrate", "--device", "cpu", *(["--quick"] if quick else []), "--model-factory",
@@ -113,7 +116,7 @@ def predict(config: str, cfg: dict[str, object], work: Path, quick: bool = True)
 Compared = tuple[dict[str, float], list[dict[str, float]]]
 
 
-def predict_interleaved(config: str, cfg: dict[str, object], work: Path, lever: bool = False, quick: bool = True
+def predict_interleaved(config: str, cfg: dict[str, object], work: Path, lever: bool = False, quick: bool = False
                         ) -> tuple[Compared, Compared | None]:
     """A calibration with the CLI's options, in this process (after the first, one that has calibrated
     before: its probe's loop ran at 1.003x the user's beside it, 2-core VM), with the user's loop run just
@@ -338,7 +341,10 @@ def main() -> None:
     interleave, argv = _flag(sys.argv[1:], "--interleave")
     lever, argv = _flag(argv, "--lever")
     log, argv = _option(argv, "--log", "a file name")
+    quick, argv = _flag(argv, "--quick")
     full, argv = _flag(argv, "--full")
+    if quick and full:
+        sys.exit("--quick and --full: a calibration is one or the other (full is the default)")
     if interleave and "--user-runs" in argv:
         sys.exit("--interleave runs the user's loop around each interference round: it takes no --user-runs")
     if lever and not interleave:
@@ -362,10 +368,10 @@ def main() -> None:
         for name in names:
             for r in range(rounds):
                 if interleave:
-                    default, limited = predict_interleaved(name, configs[name], work, lever, not full)
+                    default, limited = predict_interleaved(name, configs[name], work, lever, quick)
                 else:
                     runs = [measure(name, work) for _ in range(k)]
-                    p = predict(name, configs[name], work, not full)
+                    p = predict(name, configs[name], work, quick)
                     runs += [measure(name, work) for _ in range(k)]
                     default, limited = (p, runs), None
                 compared = [(name, default)] + ([(f"{name} at 1 BLAS thread", limited)] if limited else [])
@@ -373,7 +379,7 @@ def main() -> None:
                     _row(label, r, p, runs)
                     if log:
                         with open(log, "a") as f:
-                            f.write(json.dumps(record(label, r, p, runs, interleave, not full, commit)) + "\n")
+                            f.write(json.dumps(record(label, r, p, runs, interleave, quick, commit)) + "\n")
                     m = {key: statistics.fmean(u[key] for u in runs) for key in ("step_s", "wait_share")}
                     pooled.setdefault(label, []).append({**{f"m_{key}": v for key, v in m.items()}, **p})
                     loops.setdefault(label, []).extend(u["step_s"] for u in runs)
