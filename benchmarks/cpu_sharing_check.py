@@ -271,11 +271,16 @@ def _user_runs(argv: list[str]) -> tuple[int, list[str]]:
     return int(value), argv
 
 
-def ci95(xs: list[float]) -> float:
-    """Half-width of the 95 % confidence interval of the mean of ``xs`` (Student's t)."""
+def t95(dof: int) -> float:
+    """Student's t, two-sided 95 %, at ``dof`` degrees of freedom."""
     from scipy import stats
 
-    return float(stats.t.ppf(0.975, len(xs) - 1) * statistics.stdev(xs) / len(xs) ** 0.5) if len(xs) > 1 else 0.0
+    return float(stats.t.ppf(0.975, dof))
+
+
+def ci95(xs: list[float]) -> float:
+    """Half-width of the 95 % confidence interval of the mean of ``xs`` (Student's t)."""
+    return t95(len(xs) - 1) * statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0
 
 
 SLOW = 1.5  # a pace reading over 1.5x the run's fastest is the slow pace (2-core VM: 157-226 against 444-481 ms)

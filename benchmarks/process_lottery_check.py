@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from cpu_sharing_check import _option  # the same options as the other checks
+from cpu_sharing_check import _option, t95  # the same options and Student's t as the other checks
 
 HERE = Path(__file__).resolve().parent / "user_loop"
 TURN_STEPS = 48
@@ -101,18 +101,11 @@ def split(table: list[list[float]]) -> Split:
     return Split(mu, rot, proc, sd_e, dof)
 
 
-def _t95(dof: int) -> float:
-    """Student's t, two-sided 95 %, for small degrees of freedom (the table's rows; 1.96 beyond)."""
-    table = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18,
-             15: 2.13, 20: 2.09, 30: 2.04}
-    return next((t for d, t in sorted(table.items()) if dof <= d), 1.96)
-
-
 def report(name: str, table: list[list[float]]) -> None:
     s = split(table)
     mu, r = s.mean, len(table)
     pct = lambda xs: statistics.pstdev(xs) / mu * 100  # noqa: E731
-    half = _t95(s.dof) * s.sd_e / math.sqrt(r) / mu * 100  # a process's offset: its r turns' noise
+    half = t95(s.dof) * s.sd_e / math.sqrt(r) / mu * 100  # a process's offset: its r turns' noise
     offsets = ", ".join(f"{v / mu * 100:+.1f}" for v in s.process)
     print(f"{name}: mean {mu:.1f} ms; rotation (moment) sd {pct(s.rotation):.1f} %, process sd "
           f"{pct(s.process):.1f} %, residual sd {s.sd_e / mu * 100:.1f} %; each process's offset {offsets} % "
