@@ -1,7 +1,7 @@
 """hsisim's prediction against a user's own training loop that imports nothing from hsisim (run on purpose).
 
-    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...] [--user-runs K | --interleave [--lever]] [--quick]
-                                           [--log FILE]
+    python benchmarks/cpu_sharing_check.py [ROUNDS] [CONFIG ...] [--user-runs K | --interleave [--lever]]
+                                           [--quick | --threaded-loop-s S] [--log FILE]
 
 For each configuration of ``benchmarks/user_loop/hamida_user.py`` (the script a user wrote, run as
 a plain ``python`` process with PyTorch's defaults), each round does, one after the other, so that
@@ -47,6 +47,11 @@ three rounds always; several minutes a calibration for the getitem configuration
 ``--quick`` unless they ask for it, and a ``--quick`` calibration of a threaded build reads two or three blocks of a
 machine whose pace swings between two levels (getitem9 once +49.8 %).
 
+With ``--threaded-loop-s S`` (and ``--interleave``, whose calibration runs in this process) each loop of a full
+calibration runs S seconds or longer where the build runs threads of its own, instead of
+``calibration.threads.THREADED_LOOP_S`` (20 s): how long calibration must sample a machine whose pace swings between
+two levels for minutes at a time. The log keeps S (``threaded_loop_s``).
+
 With ``--log FILE`` each round's comparison is also appended to FILE as one JSON line (the date, the hsisim commit,
 every loop and reading in the table), so that sittings on other days pool: ``cpu_sharing_summary.py FILE``.
 """
@@ -54,6 +59,7 @@ every loop and reading in the table), so that sittings on other days pool: ``cpu
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -116,17 +122,19 @@ def predict(config: str, cfg: dict[str, object], work: Path, quick: bool = False
 Compared = tuple[dict[str, float], list[dict[str, float]]]
 
 
-def predict_interleaved(config: str, cfg: dict[str, object], work: Path, lever: bool = False, quick: bool = False
-                        ) -> tuple[Compared, Compared | None]:
+def predict_interleaved(config: str, cfg: dict[str, object], work: Path, lever: bool = False, quick: bool = False,
+                        threaded_loop_s: float | None = None) -> tuple[Compared, Compared | None]:
     """A calibration with the CLI's options, in this process (after the first, one that has calibrated
     before: its probe's loop ran at 1.003x the user's beside it, 2-core VM), with the user's loop run just
     before and just after each interference round while the calibration waits; the prediction and those
     loops. The rounds' span and the calibration's seconds leave out the loops' time. ``lever``: the user's
     loop also runs under ``OPENBLAS_NUM_THREADS=1`` at each of those moments, and the same profile predicts it
-    with ``dataset.blas_threads: 1`` (the loops calibration ran at one BLAS thread)."""
+    with ``dataset.blas_threads: 1`` (the loops calibration ran at one BLAS thread). ``threaded_loop_s``: each loop's
+    least length where the build runs threads of its own, in place of ``threads.THREADED_LOOP_S``."""
     from unittest import mock
 
     from hsisim import api
+    from hsisim.calibration import threads
     from hsisim.calibration.run import _Meetings
 
     real, runs, runs1 = _Meetings.round, [], []
@@ -146,7 +154,8 @@ def predict_interleaved(config: str, cfg: dict[str, object], work: Path, lever: 
     profile, here = work / f"{config}.json", Path.cwd()
     os.chdir(work)  # where the CLI would run: the factories' module is found from the current directory
     try:
-        with mock.patch.object(_Meetings, "round", bracketed):
+        least = threads.THREADED_LOOP_S if threaded_loop_s is None else threaded_loop_s
+        with mock.patch.object(_Meetings, "round", bracketed), mock.patch.object(threads, "THREADED_LOOP_S", least):
             api.calibrate(device="cpu", quick=quick, model_factory="hamida_user.py:make_model",
                           dataset_factory="hamida_user.py:make_dataset", factory_kwargs=_kwargs(cfg),
                           batch=int(cfg["batch"]), out=profile)  # type: ignore[call-overload]
@@ -250,10 +259,13 @@ def _commit() -> str:
 
 
 def record(name: str, r: int, p: dict[str, float], runs: list[dict[str, float]], interleave: bool, quick: bool,
-           commit: str) -> dict[str, object]:
-    """One round's comparison as ``--log`` keeps it (milliseconds and per cent, as the table)."""
+           commit: str, threaded_loop_s: float | None = None) -> dict[str, object]:
+    """One round's comparison as ``--log`` keeps it (milliseconds and per cent, as the table; ``threaded_loop_s``
+    only where ``--threaded-loop-s`` set it)."""
+    least = {} if threaded_loop_s is None else {"threaded_loop_s": threaded_loop_s}
     return {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": commit, "config": name, "round": r + 1,
-            "interleave": interleave, "quick": quick, "user_step_ms": [round(u["step_s"] * 1e3, 3) for u in runs],
+            "interleave": interleave, "quick": quick, **least,
+            "user_step_ms": [round(u["step_s"] * 1e3, 3) for u in runs],
             "user_wait_pct": [round(100 * u["wait_share"], 2) for u in runs],
             "pace_ms": [[round(u["pace_before_ms"]), round(u["pace_after_ms"])] for u in runs],
             "predicted_step_ms": round(p["step_s"] * 1e3, 3), "predicted_wait_pct": round(100 * p["wait_share"], 2),
@@ -269,6 +281,19 @@ def _user_runs(argv: list[str]) -> tuple[int, list[str]]:
     if not value.isdigit() or int(value) < 1:
         sys.exit(f"--user-runs takes {takes}")
     return int(value), argv
+
+
+def _seconds(value: str | None) -> float | None:
+    """``--threaded-loop-s``'s value as seconds (None where the option is absent)."""
+    if value is None:
+        return None
+    try:
+        s = float(value)
+    except ValueError:
+        s = math.nan
+    if not s > 0 or math.isinf(s):
+        sys.exit(f"--threaded-loop-s takes a number of seconds over 0, not {value!r}")
+    return s
 
 
 def t95(dof: int) -> float:
@@ -355,6 +380,11 @@ def main() -> None:
     if lever and not interleave:
         sys.exit("--lever runs the user's loop under OPENBLAS_NUM_THREADS=1 beside the default one around each "
                  "interference round: it goes with --interleave")
+    least_s, argv = _option(argv, "--threaded-loop-s", "a number of seconds over 0")
+    threaded_loop_s = _seconds(least_s)
+    if threaded_loop_s is not None and (quick or not interleave):
+        sys.exit("--threaded-loop-s lengthens a full calibration's loops in this process: it goes with --interleave, "
+                 "not --quick")
     k, argv = _user_runs(argv)
     rounds = int(argv[0]) if argv else 2
     configs = _configs()
@@ -373,7 +403,8 @@ def main() -> None:
         for name in names:
             for r in range(rounds):
                 if interleave:
-                    default, limited = predict_interleaved(name, configs[name], work, lever, quick)
+                    default, limited = predict_interleaved(name, configs[name], work, lever, quick,
+                                                           threaded_loop_s)
                 else:
                     runs = [measure(name, work) for _ in range(k)]
                     p = predict(name, configs[name], work, quick)
@@ -384,7 +415,8 @@ def main() -> None:
                     _row(label, r, p, runs)
                     if log:
                         with open(log, "a") as f:
-                            f.write(json.dumps(record(label, r, p, runs, interleave, quick, commit)) + "\n")
+                            f.write(json.dumps(record(label, r, p, runs, interleave, quick, commit,
+                                                      threaded_loop_s)) + "\n")
                     m = {key: statistics.fmean(u[key] for u in runs) for key in ("step_s", "wait_share")}
                     pooled.setdefault(label, []).append({**{f"m_{key}": v for key, v in m.items()}, **p})
                     loops.setdefault(label, []).extend(u["step_s"] for u in runs)

@@ -24,14 +24,16 @@ from cpu_sharing_check import _option, ci95, floor  # the same statistics and op
 
 
 def rounds(path: Path, since: str) -> dict[str, list[dict[str, Any]]]:
-    """The log's rounds on or after ``since``, by configuration (``--quick`` calibrations and full ones apart), in
-    the order they ran."""
+    """The log's rounds on or after ``since``, by configuration (``--quick`` calibrations, full ones and full ones with
+    ``--threaded-loop-s`` apart), in the order they ran."""
     out: dict[str, list[dict[str, Any]]] = {}
     for line in path.read_text().splitlines():
         if line.strip():
             r = json.loads(line)
             if str(r["date"]) >= since:
                 full = "" if r.get("quick", True) else ", full calibration"
+                if "threaded_loop_s" in r:  # --threaded-loop-s: the threaded build's loops lengthened
+                    full += f", loops {r['threaded_loop_s']:g} s"
                 out.setdefault(f"{r['config']}{full}", []).append(r)
     return out
 
