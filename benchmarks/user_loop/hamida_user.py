@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -125,10 +126,17 @@ def setup(config: str) -> tuple[DataLoader, nn.Module, torch.optim.Optimizer, nn
     return loader, model, opt, nn.CrossEntropyLoss()
 
 
+def epochs(loader: DataLoader) -> Iterator[Any]:
+    """The loader's batches epoch after epoch, as a loop over epochs takes them (each epoch's start counts in the
+    wait for its first batch)."""
+    while True:
+        yield from loader
+
+
 def train(config: str, steps: int, warmup: int) -> dict[str, object]:
     """Train ``steps`` steps after ``warmup`` and return each step's time and data wait (seconds)."""
     loader, model, opt, loss_fn = setup(config)
-    it = iter(loader)
+    it = epochs(loader)
     step_s, wait_s = [], []
     for k in range(warmup + steps):
         wait, step = timed_step(it, model, opt, loss_fn)
