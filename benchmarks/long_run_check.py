@@ -25,8 +25,11 @@ BLOCK = 10
 
 
 def _run(args: list[str]) -> dict[str, object]:
-    out = subprocess.run([sys.executable, *args], cwd=HERE, capture_output=True, text=True, check=True).stdout
-    return json.loads(out)  # type: ignore[no-any-return]
+    done = subprocess.run([sys.executable, *args], cwd=HERE, capture_output=True, text=True)
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        sys.exit(f"{' '.join(args)} failed (exit {done.returncode}): {last}")
+    return json.loads(done.stdout)
 
 
 def run_once(config: str, steps: int) -> dict[str, object]:
