@@ -103,7 +103,7 @@ def test_a_fit_scaled_to_a_lighter_model_warns_when_its_fixed_part_is_most_of_th
 
 
 def test_the_run_prints_the_warning_of_a_step_that_rests_on_another_models_overheads() -> None:
-    # the shipped 2-core profile (HybridSN 30x25x25, a 31.8 ms fixed part with 2 threads) on a 15x9x9 model
+    # the shipped 2-core profile (HybridSN 30x25x25, a 30.6 ms fixed part with 2 threads) on a 15x9x9 model
     profile = ROOT / "calibration" / "cpu-amd-epyc-2core.json"
     scen = ROOT / "scenarios" / "validate" / "cpu_compute_bound.yaml"
     res = CliRunner().invoke(app, ["run", str(scen), "--set", f"calibration={profile}", "--replicas", "5", "--json",
