@@ -134,7 +134,8 @@ def unsteady(sc: Scenario, it: Interference) -> tuple[str, ...]:
             f"{lo_hi[1] * 1e3:.1f} ms a step, waits included (batch {it.batch}): the machine's pace moved by "
             f"{100 * (lo_hi[1] / lo_hi[0] - 1):.0f} % while it calibrated, and the prediction rests on the paces "
             "its loops happened to sample. On a shared or virtual machine the pace of threads that wait on each "
-            "other can change for tens of seconds at a time, and a run's steps may land anywhere in that span: "
+            "other can change for tens of seconds or several minutes at a time, and a run's steps may land "
+            "anywhere in that span: "
             "calibrate again (a full calibration samples more moments than --quick) and compare before trusting "
             "the prediction closer than that",)
 
@@ -156,8 +157,9 @@ def threaded_build(sc: Scenario, hw: Hardware, it: Interference, lever: bool = F
              "when its step starts")
     head = (f"a batch build alone kept {wb.cores:.1f} of {it.cores} cores busy (at batch {it.batch}, torch at one "
             f"thread as in a worker): something inside the Dataset runs threads of its own, and {where}, "
-            "oversubscribing the cores: such a loop's pace can swing for tens of seconds at a time, and the "
-            f"prediction reflects only the paces calibration's loops happened to sample.{_sampled(it, workers)}")
+            "oversubscribing the cores: such a loop's pace can swing for tens of seconds or several minutes at a "
+            "time (two 7-minute runs of one such script on a 2-core VM parted by 39 %), and the prediction "
+            f"reflects only the paces calibration's loops happened to sample.{_sampled(it, workers)}")
     if wb.one_blas_thread_s is None:
         return (f"{head} Limit those threads to one per process (threadpoolctl.threadpool_limits(1) in the "
                 "DataLoader's worker_init_fn, or the library's own setting) and calibrate again under it to "
