@@ -158,7 +158,7 @@ def threaded_build(sc: Scenario, hw: Hardware, it: Interference, lever: bool = F
     head = (f"a batch build alone kept {wb.cores:.1f} of {it.cores} cores busy (at batch {it.batch}, torch at one "
             f"thread as in a worker): something inside the Dataset runs threads of its own, and {where}, "
             "oversubscribing the cores: such a loop's pace can swing for tens of seconds or several minutes at a "
-            "time (two 7-minute runs of one such script on a 2-core VM parted by 39 %), and the prediction "
+            "time (two runs of 6 and 9 minutes of one such script on a 2-core VM parted by 39 %), and the prediction "
             f"reflects only the paces calibration's loops happened to sample.{_sampled(it, workers)}")
     if wb.one_blas_thread_s is None:
         return (f"{head} Limit those threads to one per process (threadpoolctl.threadpool_limits(1) in the "
