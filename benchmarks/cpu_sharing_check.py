@@ -68,6 +68,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TypeVar
 
 HERE = Path(__file__).resolve().parent / "user_loop"
 SCRIPT = HERE / "hamida_user.py"
@@ -284,17 +285,22 @@ def _user_runs(argv: list[str]) -> tuple[int, list[str]]:
     return int(value), argv
 
 
-def _seconds(value: str | None) -> float | None:
-    """``--threaded-loop-s``'s value as seconds (None where the option is absent)."""
-    if value is None:
-        return None
+Default = TypeVar("Default", bound=float | None)
+
+
+def _positive(argv: list[str], flag: str, convert: type, default: Default) -> tuple[float | Default, list[str]]:
+    """``flag``'s value, a finite number over 0 (``default`` where the flag is absent), and the arguments without
+    both (``_option``)."""
+    text, argv = _option(argv, flag, "a number")
+    if text is None:
+        return default, argv
     try:
-        s = float(value)
+        value = convert(text)
     except ValueError:
-        s = math.nan
-    if not s > 0 or math.isinf(s):
-        sys.exit(f"--threaded-loop-s takes a number of seconds over 0, not {value!r}")
-    return s
+        sys.exit(f"{flag} takes a number, not {text!r}")
+    if not 0 < value < math.inf:
+        sys.exit(f"{flag} takes a positive number, not {text!r}")
+    return value, argv
 
 
 def t95(dof: int) -> float:
@@ -381,8 +387,7 @@ def main() -> None:
     if lever and not interleave:
         sys.exit("--lever runs the user's loop under OPENBLAS_NUM_THREADS=1 beside the default one around each "
                  "interference round: it goes with --interleave")
-    least_s, argv = _option(argv, "--threaded-loop-s", "a number of seconds over 0")
-    threaded_loop_s = _seconds(least_s)
+    threaded_loop_s, argv = _positive(argv, "--threaded-loop-s", float, None)
     if threaded_loop_s is not None and (quick or not interleave):
         sys.exit("--threaded-loop-s lengthens a full calibration's loops in this process: it goes with --interleave, "
                  "not --quick")

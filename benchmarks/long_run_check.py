@@ -14,35 +14,25 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent / "user_loop"
-FIRST = 150  # the steps of one of cpu_sharing_check.py's user loops (its STEPS)
+from cpu_sharing_check import HERE, SCRIPT, STEPS, _configs, _option, _pace, _run  # the check's loop, as it runs it
+
+FIRST = STEPS  # the steps of one of cpu_sharing_check.py's user loops
 BLOCK = 10
-
-
-def _run(args: list[str]) -> dict[str, object]:
-    done = subprocess.run([sys.executable, *args], cwd=HERE, capture_output=True, text=True)
-    if done.returncode:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        sys.exit(f"{' '.join(args)} failed (exit {done.returncode}): {last}")
-    return json.loads(done.stdout)
 
 
 def run_once(config: str, steps: int) -> dict[str, object]:
     """One fresh process of the user's loop, the machine's pace read just before and just after it."""
-    before = _run(["pace.py"])["batch_ms"]
+    before = _pace(HERE)
     t0 = time.perf_counter()
-    d = _run(["hamida_user.py", config, str(steps)])
+    d = json.loads(_run([sys.executable, str(SCRIPT), config, str(steps)], HERE))
     wall = time.perf_counter() - t0
-    after = _run(["pace.py"])["batch_ms"]
+    after = _pace(HERE)
     return {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": config, "steps": steps, "wall_s": round(wall, 1),
-            "pace_ms": [round(float(before)), round(float(after))],  # type: ignore[arg-type]
-            "step_ms": [round(1e3 * s, 2) for s in d["step_s"]],  # type: ignore[attr-defined]
-            "wait_ms": [round(1e3 * s, 2) for s in d["wait_s"]]}  # type: ignore[attr-defined]
+            "pace_ms": [round(before), round(after)],
+            "step_ms": [round(1e3 * s, 2) for s in d["step_s"]], "wait_ms": [round(1e3 * s, 2) for s in d["wait_s"]]}
 
 
 def summary(r: dict[str, object]) -> str:
@@ -64,13 +54,7 @@ def summary(r: dict[str, object]) -> str:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    log = None
-    if "--log" in argv:
-        i = argv.index("--log")
-        if i + 1 >= len(argv):
-            sys.exit("--log takes a file name")
-        log, argv = argv[i + 1], argv[:i] + argv[i + 2:]
+    log, argv = _option(sys.argv[1:], "--log", "a file name")
     try:
         runs = int(argv[0]) if argv else 2
         config = argv[1] if len(argv) > 1 else "getitem11"
@@ -79,6 +63,8 @@ def main() -> None:
         sys.exit(__doc__.splitlines()[2].strip())
     if runs < 1 or steps <= FIRST:
         sys.exit(f"RUNS at least 1, STEPS over {FIRST}")
+    if config not in (configs := _configs()):
+        sys.exit(f"unknown configuration {config!r}: one of {', '.join(configs)}")
     for _ in range(runs):
         r = run_once(config, steps)
         print(summary(r), flush=True)

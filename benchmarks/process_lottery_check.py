@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from cpu_sharing_check import _option, t95  # the same options and Student's t as the other checks
+from cpu_sharing_check import _positive, t95  # the same options and Student's t as the other checks
 
 HERE = Path(__file__).resolve().parent / "user_loop"
 TURN_STEPS = 48
@@ -64,20 +64,6 @@ for line in sys.stdin:
     print(json.dumps({"step_ms": 1e3 * sum(step) / len(step), "wait_ms": 1e3 * sum(wait) / len(wait),
                       "steps": len(step)}), flush=True)
 """
-
-
-def _positive(argv: list[str], flag: str, convert: type, default: float) -> tuple[float, list[str]]:
-    """``flag``'s value (``default`` where it is absent) and the arguments without both (``_option``)."""
-    text, argv = _option(argv, flag, "a number")
-    if text is None:
-        return default, argv
-    try:
-        value = convert(text)
-    except ValueError:
-        sys.exit(f"{flag} takes a number")
-    if value <= 0:
-        sys.exit(f"{flag} takes a positive number")
-    return value, argv
 
 
 class Split(NamedTuple):
