@@ -247,11 +247,13 @@ def _option(argv: list[str], flag: str, takes: str) -> tuple[str | None, list[st
     return argv[i + 1], argv[:i] + argv[i + 2:]
 
 
-def _commit() -> str:
-    """The commit of the hsisim checkout this benchmark imports (``+`` where its tree has changes), or ``?``."""
-    import hsisim
+def _commit(root: Path | None = None) -> str:
+    """The commit of the hsisim checkout this benchmark imports, or of the checkout at ``root`` (``+`` where its tree
+    has changes), or ``?``."""
+    if root is None:
+        import hsisim
 
-    root = Path(hsisim.__file__).resolve().parent.parent
+        root = Path(hsisim.__file__).resolve().parent.parent
     try:
         head = _run(["git", "rev-parse", "--short", "HEAD"], root).strip()
         dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], root).strip()
