@@ -84,7 +84,10 @@ def sampler(pingpong: Path) -> Callable[[], dict[str, float]]:
         opt.step()
 
     def read() -> dict[str, float]:
-        ns = float(subprocess.run([str(pingpong), str(TRIPS)], capture_output=True, text=True, check=True).stdout)
+        done = subprocess.run([str(pingpong), str(TRIPS)], capture_output=True, text=True)
+        if done.returncode:
+            sys.exit(f"core_distance_check: {done.stderr.strip() or 'pingpong failed'}")
+        ns = float(done.stdout)
         r = {"pingpong_ns": ns, "svd_ms": median_ms(svd, 20)}
         with threadpool_limits(limits=1, user_api="blas"):
             r["svd_1_ms"] = median_ms(svd, 20)
@@ -119,23 +122,26 @@ def split(values: list[float]) -> float:
     maximises the variance between the two groups), as the geometric mean of the readings either side of it."""
     logs = sorted(math.log(v) for v in values)
     n, total = len(logs), sum(logs)
-    best, at, below = -1.0, 1, 0.0
+    best, at, below = -1.0, 0, 0.0
     for i in range(1, n):
         below += logs[i - 1]
         between = i * (n - i) * (below / i - (total - below) / (n - i)) ** 2
-        if between > best:
+        if logs[i - 1] < logs[i] and between > best:  # a cut between two equal readings parts nothing
             best, at = between, i
-    return math.exp((logs[at - 1] + logs[at]) / 2)
+    return math.exp((logs[at - 1] + logs[at]) / 2) if at else math.inf  # all equal: no cut
 
 
 def summary(samples: list[dict[str, float]]) -> list[str]:
     """The lines ``main`` prints after the run."""
     trips = [s["pingpong_ns"] for s in samples]
+    head = f"{len(samples)} readings over {samples[-1]['t'] - samples[0]['t']:.0f} s"
     cut = split(trips)
     far = [x > cut for x in trips]
+    if cut == math.inf:
+        return [f"{head}: every round trip read {trips[0]:.0f} ns"]
     apart = statistics.median(x for x in trips if x > cut) / statistics.median(x for x in trips if x <= cut)
-    lines = [f"{len(samples)} readings over {samples[-1]['t'] - samples[0]['t']:.0f} s; the round trips part best "
-             f"at {cut:.0f} ns: {sum(far)} readings above it ({sum(far) / len(far):.0%}), medians {apart:.2f}x apart"]
+    lines = [f"{head}; the round trips part best at {cut:.0f} ns: {sum(far)} readings above it "
+             f"({sum(far) / len(far):.0%}), medians {apart:.2f}x apart"]
     if apart < TWO_STATES:
         return [*lines, f"  under {TWO_STATES:g}x: the cores held one distance throughout"]
     for key in MEASURES:
