@@ -1,12 +1,12 @@
-"""What is the machine's slow pace? The distance between its cores, read beside the work that slows (imports nothing
-from hsisim).
+"""What goes with the machine's slow pace? The distance between its cores, read beside the work that slows (imports
+nothing from hsisim).
 
     python benchmarks/core_distance_check.py [SECONDS] [--log FILE]
 
 ``user_loop/pace.py`` reads one of two paces for batches of small SVDs at numpy's default threads, each held for
 seconds to minutes. This check reads, back to back for SECONDS (default 600), what each pace touches: the round trip
-of one cache line between a thread pinned to core 0 and one pinned to core 1 (``user_loop/pingpong.c``, built here
-with ``cc``), the median of 20 per-patch SVDs (121 pixels by 200 bands, as ``hamida_user.py``'s getitem
+of one cache line between threads pinned to the first two cores this process may run on (``user_loop/pingpong.c``,
+built here with ``cc``), the median of 20 per-patch SVDs (121 pixels by 200 bands, as ``hamida_user.py``'s getitem
 configurations run them) at numpy's default BLAS threads and at one, and the median of 3 training steps of
 ``hamida_user.py``'s 11x11 model at batch 16, at torch's default threads and at one. Each minute it prints the range
 of the round trips and the SVD's median. At the end the round trips are split in two where their logarithms part
@@ -37,21 +37,23 @@ from threadpoolctl import threadpool_limits
 
 HERE = Path(__file__).resolve().parent / "user_loop"
 TWO_STATES = 1.5  # the two groups' medians this many times apart or more: the round trips fall in two states
-TRIPS = 50_000  # round trips a reading (3-4 ms near, about 17 ms far on the 2-core VM)
+FEWEST = 3  # and each group this many readings or more (a stray reading or two is no state)
+TRIPS = 50_000  # round trips a reading (about 5 ms near, about 18 ms far on the 2-core VM)
 MEASURES = ("pingpong_ns", "svd_ms", "svd_1_ms", "step_ms", "step_1_ms")
 
 
-def build_pingpong(where: Path) -> Path:
-    """``pingpong.c`` compiled into ``where``; exits with one line where there is no C compiler or fewer than two
-    cores."""
-    if (os.cpu_count() or 1) < 2:
-        sys.exit("core_distance_check: the machine has one core: there is no distance between cores to read")
+def build_pingpong(where: Path) -> list[str]:
+    """``pingpong.c`` compiled into ``where``, and its command for the first two cores this process may run on;
+    exits with one line where there is no C compiler or fewer than two such cores."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        sys.exit("core_distance_check: this process may run on one core: there is no distance between cores to read")
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         sys.exit("core_distance_check: no C compiler (cc, gcc or clang) to build user_loop/pingpong.c")
     out = where / "pingpong"
     subprocess.run([cc, "-O2", "-pthread", str(HERE / "pingpong.c"), "-o", str(out)], check=True)
-    return out
+    return [str(out), str(TRIPS), str(allowed[0]), str(allowed[1])]
 
 
 def median_ms(fn: Callable[[], object], n: int) -> float:
@@ -63,7 +65,7 @@ def median_ms(fn: Callable[[], object], n: int) -> float:
     return 1e3 * statistics.median(times)
 
 
-def sampler(pingpong: Path) -> Callable[[], dict[str, float]]:
+def sampler(pingpong: list[str]) -> Callable[[], dict[str, float]]:
     """One reading of every measure."""
     sys.path.insert(0, str(HERE))
     import hamida_user as h
@@ -84,7 +86,7 @@ def sampler(pingpong: Path) -> Callable[[], dict[str, float]]:
         opt.step()
 
     def read() -> dict[str, float]:
-        done = subprocess.run([str(pingpong), str(TRIPS)], capture_output=True, text=True)
+        done = subprocess.run(pingpong, capture_output=True, text=True)
         if done.returncode:
             sys.exit(f"core_distance_check: {done.stderr.strip() or 'pingpong failed'}")
         ns = float(done.stdout)
@@ -105,14 +107,14 @@ def sampler(pingpong: Path) -> Callable[[], dict[str, float]]:
     return read
 
 
-def spells(far: list[bool], t: list[float]) -> dict[bool, list[float]]:
-    """How long each unbroken run of one state lasted (s), by state; a spell ends where the next one begins (the
-    last one where the run does)."""
+def spells(far: list[bool], t: list[float], end: float) -> dict[bool, list[float]]:
+    """How long each unbroken run of one state lasted (s), by state, from readings that began at times ``t``; a
+    spell ends where the next one begins, the last one at ``end`` (the run's)."""
     out: dict[bool, list[float]] = {True: [], False: []}
     start = 0
     for i in range(1, len(far) + 1):
         if i == len(far) or far[i] != far[start]:
-            out[far[start]].append((t[i] if i < len(far) else t[-1]) - t[start])
+            out[far[start]].append((t[i] if i < len(far) else end) - t[start])
             start = i
     return out
 
@@ -131,10 +133,10 @@ def split(values: list[float]) -> float:
     return math.exp((logs[at - 1] + logs[at]) / 2) if at else math.inf  # all equal: no cut
 
 
-def summary(samples: list[dict[str, float]]) -> list[str]:
-    """The lines ``main`` prints after the run."""
+def summary(samples: list[dict[str, float]], end: float) -> list[str]:
+    """The lines ``main`` prints after a run that ended at ``end`` (s)."""
     trips = [s["pingpong_ns"] for s in samples]
-    head = f"{len(samples)} readings over {samples[-1]['t'] - samples[0]['t']:.0f} s"
+    head = f"{len(samples)} readings over {end:.0f} s"
     cut = split(trips)
     far = [x > cut for x in trips]
     if cut == math.inf:
@@ -142,8 +144,9 @@ def summary(samples: list[dict[str, float]]) -> list[str]:
     apart = statistics.median(x for x in trips if x > cut) / statistics.median(x for x in trips if x <= cut)
     lines = [f"{head}; the round trips part best at {cut:.0f} ns: {sum(far)} readings above it "
              f"({sum(far) / len(far):.0%}), medians {apart:.2f}x apart"]
-    if apart < TWO_STATES:
-        return [*lines, f"  under {TWO_STATES:g}x: the cores held one distance throughout"]
+    if apart < TWO_STATES or min(sum(far), len(far) - sum(far)) < FEWEST:
+        return [*lines, f"  under {TWO_STATES:g}x apart, or under {FEWEST} readings on one side: the cores held one "
+                "distance throughout"]
     for key in MEASURES:
         a = statistics.median(s[key] for s, f in zip(samples, far, strict=True) if not f)
         b = statistics.median(s[key] for s, f in zip(samples, far, strict=True) if f)
@@ -153,7 +156,7 @@ def summary(samples: list[dict[str, float]]) -> list[str]:
     agree = sum((v > mid) == f for v, f in zip(svd, far, strict=True))
     lines.append(f"  the SVD at the default threads, parted the same way (at {mid:.2f} ms), and the round trip "
                  f"agree on the state in {agree} of {len(samples)} readings")
-    runs = spells(far, [s["t"] for s in samples])
+    runs = spells(far, [s["t"] for s in samples], end)
     for state, name in ((False, "near"), (True, "far")):
         lines.append(f"  {name} spells: {len(runs[state])}, median {statistics.median(runs[state]):.1f} s, "
                      f"longest {max(runs[state]):.1f} s, {sum(runs[state]):.0f} s in all")
@@ -177,18 +180,19 @@ def main() -> None:
         while time.perf_counter() - t0 < seconds:
             samples.append({"t": round(time.perf_counter() - t0, 2), **{k: round(v, 2) for k, v in read().items()}})
             if time.perf_counter() - t0 >= 60 * (minute + 1):  # a minute's readings, as they come
-                last = [s for s in samples if s["t"] >= 60 * minute]
+                last = [s for s in samples if s["t"] >= 60 * minute] or samples[-1:]
                 trips = [s["pingpong_ns"] for s in last]
                 minute = int((time.perf_counter() - t0) // 60)
                 print(f"minute {minute}: round trip {min(trips):.0f}-{max(trips):.0f} ns, SVD at the default "
                       f"threads {statistics.median(s['svd_ms'] for s in last):.2f} ms (median of {len(last)})",
                       flush=True)
-    for line in summary(samples):
+        end = time.perf_counter() - t0
+    for line in summary(samples, end):
         print(line)
     if log:
         with open(log, "a") as f:
             f.write(json.dumps({"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": _commit(HERE),
-                                "seconds": seconds, "cores": os.cpu_count(), "trips": TRIPS,
+                                "seconds": seconds, "end_s": round(end, 2), "cores": os.cpu_count(), "trips": TRIPS,
                                 "samples": samples}) + "\n")
 
 

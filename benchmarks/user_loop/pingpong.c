@@ -1,11 +1,11 @@
-/* How far apart the machine's first two cores are now: one cache line handed between a thread pinned to core 0
- * and one pinned to core 1, N round trips (default 20000); prints the mean round trip in nanoseconds.
+/* How far apart two of the machine's cores are now: one cache line handed between a thread pinned to core A and one
+ * pinned to core B, N round trips (default 20000); prints the mean round trip in nanoseconds.
  *
- *     cc -O2 -pthread pingpong.c -o pingpong && ./pingpong [N]
+ *     cc -O2 -pthread pingpong.c -o pingpong && ./pingpong [N [A B]]     (A, B default 0 and 1)
  *
  * Each side waits for the other's write before it writes back, so a round trip is two writes crossing between
- * the cores: what a BLAS or OpenMP thread pays each time it waits on its partner. Used by
- * ../core_distance_check.py. */
+ * the cores: what a BLAS or OpenMP thread pays each time it waits on its partner. The clock starts once both
+ * threads are pinned and ready. Used by ../core_distance_check.py. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-static _Atomic int ball = 0;
+enum { GO = 1, BACK = 0, READY = 3, FAILED = 4 };
+static _Alignas(64) _Atomic int ball = BACK;
 static long trips;
+static int cores[2] = {0, 1};
 
 static int pin(int core) {
     cpu_set_t set;
@@ -26,29 +28,48 @@ static int pin(int core) {
 
 static void *partner(void *arg) {
     (void)arg;
-    pin(1);
+    if (pin(cores[1]) != 0) {
+        atomic_store_explicit(&ball, FAILED, memory_order_release);
+        return NULL;
+    }
+    atomic_store_explicit(&ball, READY, memory_order_release);
     for (long i = 0; i < trips; i++) {
-        while (atomic_load_explicit(&ball, memory_order_acquire) != 1)
+        while (atomic_load_explicit(&ball, memory_order_acquire) != GO)
             ;
-        atomic_store_explicit(&ball, 0, memory_order_release);
+        atomic_store_explicit(&ball, BACK, memory_order_release);
     }
     return NULL;
 }
 
 int main(int argc, char **argv) {
     trips = argc > 1 ? atol(argv[1]) : 20000;
-    if (trips < 1 || pin(0) != 0) {
-        fprintf(stderr, "pingpong: needs a positive count and two cores to pin to\n");
+    if (argc > 3) {
+        cores[0] = atoi(argv[2]);
+        cores[1] = atoi(argv[3]);
+    }
+    if (trips < 1 || cores[0] == cores[1] || pin(cores[0]) != 0) {
+        fprintf(stderr, "pingpong: needs a positive count and two distinct cores it may run on (%d, %d)\n",
+                cores[0], cores[1]);
         return 2;
     }
     pthread_t other;
-    if (pthread_create(&other, NULL, partner, NULL) != 0)
+    if (pthread_create(&other, NULL, partner, NULL) != 0) {
+        fprintf(stderr, "pingpong: could not start the partner thread\n");
         return 2;
+    }
+    int state;
+    while ((state = atomic_load_explicit(&ball, memory_order_acquire)) != READY && state != FAILED)
+        ;
+    if (state == FAILED) {
+        pthread_join(other, NULL);
+        fprintf(stderr, "pingpong: could not pin the partner thread to core %d\n", cores[1]);
+        return 2;
+    }
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     for (long i = 0; i < trips; i++) {
-        atomic_store_explicit(&ball, 1, memory_order_release);
-        while (atomic_load_explicit(&ball, memory_order_acquire) != 0)
+        atomic_store_explicit(&ball, GO, memory_order_release);
+        while (atomic_load_explicit(&ball, memory_order_acquire) != BACK)
             ;
     }
     clock_gettime(CLOCK_MONOTONIC, &b);
