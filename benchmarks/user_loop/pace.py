@@ -11,9 +11,9 @@ one of two paces, about 190 ms (187-226) or about 450 ms (444-481) a batch, now 
 (December 2026), each held for tens of seconds, while two independent single-thread processes kept
 one pace throughout (1224-1269 loop passes per 0.5 s in every 10 s window over 2 minutes): the slow
 pace is the machine's, not the process's. Both threads were busy all the time at either pace (a
-whole core each). Pinned to one core, the batch took 146 ms at either moment. The two paces are
-the two distances between the cores that ``../core_distance_check.py`` reads: a cache line's round
-trip of about 94 or 370 ns, an SVD here of 2.97 or 7.13 ms.
+whole core each). Pinned to one core, the batch took 146 ms at either moment. The two paces
+coincide with two distances between the cores that ``../core_distance_check.py`` reads: a cache
+line's round trip of about 94 or 370 ns, with an SVD here of 2.97 or 7.13 ms.
 """
 
 from __future__ import annotations

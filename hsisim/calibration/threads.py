@@ -7,9 +7,10 @@ threads they oversubscribe the cores and spin-wait on each other. On the 2-core 
 a per-patch PCA of 64 9x9 patches took a median 118 ms alone at OpenBLAS's 2 threads and 89 ms at
 one, with spells at 240 ms; in a user's loop with one such worker, the 10-step blocks ran at about
 260 or 430 ms, each pace for tens of seconds (300-step loops 313-334 ms), where the same loop with
-``OPENBLAS_NUM_THREADS=1`` ran at 159-166 ms, its blocks within 140-192 ms. The two paces are two distances
-between the VM's cores: a cache line's round trip took about 94 or 370 ns, for seconds to minutes at a time, and one
-patch's SVD at 2.97 or 7.13 ms at two BLAS threads where it took 2.1 ms at one either way (docs/model.md).
+``OPENBLAS_NUM_THREADS=1`` ran at 159-166 ms, its blocks within 140-192 ms. The two paces coincide
+with two distances between the VM's cores: a cache line's round trip between them took about 94 or 370 ns, for
+seconds to minutes at a time, and one patch's SVD 2.97 or 7.13 ms at two BLAS threads where it took 2.1 ms at one
+either way (docs/model.md).
 
 ``worker_build`` measures the cores a build alone keeps busy (its process's CPU time over its wall
 time, torch at one thread) and, where threadpoolctl finds a BLAS library with more than one thread,
