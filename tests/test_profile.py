@@ -339,7 +339,7 @@ def test_a_loop_whose_pace_moved_while_it_calibrated_is_a_warning_with_its_block
     it["worker_build"] = {"build_s": 0.118, "cores": 2.0}
     threaded = warnings([0.15, 0.2], None, "loader.num_workers=1")
     assert len(threaded) == 1 and "something inside the Dataset runs threads" in threaded[0], threaded
-    assert "as the time a write takes to reach another core changes" in threaded[0]  # why its pace swings
+    assert "the swings tracked how long a cache line took to go between its two cores" in threaded[0]  # and why
     assert "ran 10-step blocks at 150 to 200 ms" in threaded[0]
 
 

@@ -158,11 +158,11 @@ def threaded_build(sc: Scenario, hw: Hardware, it: Interference, lever: bool = F
     head = (f"a batch build alone kept {wb.cores:.1f} of {it.cores} cores busy (at batch {it.batch}, torch at one "
             f"thread as in a worker): something inside the Dataset runs threads of its own, and {where}, "
             "oversubscribing the cores. Such threads hand each other work many times a millisecond, so the loop's "
-            "pace can swing for tens of seconds or several minutes at a time as the time a write takes to reach "
-            "another core changes (on a 2-core VM between about 94 and 370 ns: a patch's SVD at two BLAS threads "
-            "took 3.0 or 7.1 ms, at one 2.1 ms either way, and two runs of 6 and 9 minutes of one such script "
-            "parted by 39 %), and the "
-            f"prediction reflects only the paces calibration's loops happened to sample.{_sampled(it, workers)}")
+            "pace can swing for tens of seconds or several minutes at a time, and the prediction reflects only the "
+            "paces calibration's loops happened to sample: two runs of 6 and 9 minutes of one such script on a "
+            "2-core VM parted by 39 %. On that VM the swings tracked how long a cache line took to go between its "
+            "two cores and back (about 94 or 370 ns), a patch's SVD taking 3.0 or 7.1 ms at two BLAS threads and "
+            f"2.1 ms at one either way.{_sampled(it, workers)}")
     if wb.one_blas_thread_s is None:
         return (f"{head} Limit those threads to one per process (threadpoolctl.threadpool_limits(1) in the "
                 "DataLoader's worker_init_fn, or the library's own setting) and calibrate again under it to "
