@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from cpu_sharing_check import _commit, _option  # the other checks' option reader and provenance
 from threadpoolctl import threadpool_limits
+from timing import timed
 
 HERE = Path(__file__).resolve().parent / "user_loop"
 TWO_STATES = 1.5  # the two groups' medians this many times apart or more: the round trips fall in two states
@@ -57,12 +58,8 @@ def build_pingpong(where: Path) -> list[str]:
 
 
 def median_ms(fn: Callable[[], object], n: int) -> float:
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+    """The median of ``n`` calls of ``fn`` in milliseconds (the benchmarks' one timer, ``timing.timed``)."""
+    return 1e3 * timed(fn, n)[0]
 
 
 def sampler(pingpong: list[str]) -> Callable[[], dict[str, float]]:

@@ -42,11 +42,7 @@ import hamida_user as h
 turn_s, warmup, turn = float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 loader, model, opt, loss_fn = h.setup(sys.argv[2])  # the user's own loader, model, optimizer and loss
 
-def forever():
-    while True:
-        yield from loader
-
-it = forever()
+it = h.epochs(loader)  # epoch after epoch, as the user's loop takes them
 
 def steps(n, at_least_s=0.0):
     wait, step = [], []
