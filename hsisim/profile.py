@@ -109,9 +109,19 @@ def _check_blocks(blocks: list[float] | None, n: int | None) -> None:
         raise ValueError("block_n: the count of the blocks block_step_s ranges over, which is missing")
 
 
+class Pace(_Part):
+    """The loop without workers at one of two paces: its mean build and step over the blocks that ran at it."""
+
+    build_s: Positive
+    step_s: Positive
+    blocks: Annotated[int, Field(ge=1)]
+
+
 class InlinePace(_Part):
     """No workers: a batch build and the step after it in a DataLoader loop in one process, as a plain
-    training loop runs: their mean times (at the probe's batch) and each over its time alone."""
+    training loop runs: their mean times (at the probe's batch) and each over its time alone. ``near`` and
+    ``far``: where the loop's blocks fell in two paces (``calibration.state.two``; absent from profiles written
+    before 2026-12-07), each pace's build and step."""
 
     build_ratio: Ratio
     step_ratio: Ratio
@@ -119,11 +129,45 @@ class InlinePace(_Part):
     step_s: Positive
     block_step_s: Blocks | None = None
     block_n: BlockCount | None = None
+    near: Pace | None = None
+    far: Pace | None = None
 
     @model_validator(mode="after")
     def _blocks(self) -> InlinePace:
         _check_blocks(self.block_step_s, self.block_n)
+        if (self.near is None) != (self.far is None):
+            raise ValueError("near and far: the loop's two paces, both or neither")
+        if self.near is not None and self.far is not None and \
+                self.near.build_s + self.near.step_s >= self.far.build_s + self.far.step_s:
+            raise ValueError("near and far: the near pace's build and step take less than the far one's")
         return self
+
+
+class MachineState(_Part):
+    """The machine's state for threads that hand each other work, read between calibration's loops
+    (``calibration.state.reading``): how many readings over how long, and where they fell in two states, how many
+    read the slow (far) one and each state's median; where they did not, ``near_s`` is all readings' median."""
+
+    readings: Annotated[int, Field(ge=2)]
+    span_s: NonNegative
+    near_s: Positive
+    far: Annotated[int, Field(ge=1)] | None = None
+    far_s: Positive | None = None
+
+    @model_validator(mode="after")
+    def _states(self) -> MachineState:
+        if (self.far is None) != (self.far_s is None):
+            raise ValueError("far and far_s: how many readings read the slow state and their median, both or neither")
+        if self.far is not None and self.far >= self.readings:
+            raise ValueError("far: fewer readings than there were in all (else the readings read one state)")
+        if self.far_s is not None and self.far_s <= self.near_s:
+            raise ValueError("far_s: the slow state's median, over the near state's (near_s)")
+        return self
+
+    @property
+    def far_share(self) -> float | None:
+        """The share of readings in the slow state, where they fell in two states."""
+        return None if self.far is None else self.far / self.readings
 
 
 class WorkerPace(_Part):
@@ -210,6 +254,9 @@ class Interference(_Part):
     span_s: NonNegative | None = None
     rounds_se: NonNegative | None = None
     worker_build: WorkerBuild | None = None  # absent from profiles written before f4dfbe6 (2026-12-06)
+    # read between the loops where the build runs threads of its own, at the BLAS libraries' own threads
+    # (absent from profiles written before 2026-12-07)
+    machine_state: MachineState | None = None
 
     def row(self, workers: int) -> WorkerPace:
         """The paces measured with this many workers (at least 1); beyond the measured counts, the most measured."""

@@ -417,6 +417,9 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(cores: tuple[floa
     probe.threaded_s, probe.blas_limit = 20.0, None
     probe.alone = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
     probe.table, probe.starts, probe.worker_builds, probe.inline_blocks = {1: {}, 2: {}}, [], [], []
+    probe.readings = []
+    monkeypatch.setattr(interference, "STATE_PAUSE_S", 0.0)
+    monkeypatch.setattr(interference.state, "reading", lambda: seen.append((-2, 0, 0, 0.0, 0.0)) or 0.003)
     each = iter(cores)
     monkeypatch.setattr(interference.threads, "worker_build", lambda fn, reps: (
         seen.append((-1, reps, 0, 0.0, 0.0)) or {"build_s": 0.15, "cores": next(each)}) if fn is build else None)
@@ -425,15 +428,42 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(cores: tuple[floa
         probe.round()
         # the build as a worker runs it, then no workers: a warm-up of 2, then the steps; with workers, a warm-up
         # of as many steps as are measured; where the rounds' builds so far kept 1.3 cores or more busy on
-        # average (as the profile pools them), every loop runs for 20 s or longer
-        assert seen == [(-1, 3, 0, 0.0, 0.0), (0, 2, 10, 90.0, least), (1, 10, 10, 90.0, least),
-                        (2, 10, 10, 90.0, least)]
+        # average (as the profile pools them), every loop runs for 20 s or longer, and the machine's state is read
+        # before each loop and after the last
+        loops = [(0, 2, 10, 90.0, least), (1, 10, 10, 90.0, least), (2, 10, 10, 90.0, least)]
+        read = (-2, 0, 0, 0.0, 0.0)
+        assert seen == [(-1, 3, 0, 0.0, 0.0), *([read, loops[0], read, loops[1], read, loops[2], read] if least
+                                                 else loops)]
+    assert len(probe.readings) == 4 * sum(1 for least in min_s if least)
     assert probe.worker_builds == [{"build_s": 0.15, "cores": c} for c in cores]
     # the times alone are medians of the fakes; without workers, the loop's means (its medians: 0.2, 0.3)
     assert {key: v[0] for key, v in probe.alone.items()} == pytest.approx(
         {"step_alone_s": 0.25, "build_alone_s": 0.15, "build_s": 0.3, "step_s": 0.4})
-    # each round's loop without workers: one whole block of its 12 builds and steps (0.3, 0.5, 1.3 ...)
-    assert probe.inline_blocks == pytest.approx([0.66] * len(min_s))
+    # each round's loop without workers: one whole block of its 12 builds and steps (0.1, 0.2, 0.6 ...: 0.28;
+    # 0.2, 0.3, 0.7 ...: 0.38)
+    assert probe.inline_blocks == [pytest.approx((0.28, 0.38))] * len(min_s)
+    # loops under a BLAS limit (the lever's) read nothing: the state is read at the libraries' own threads
+    probe.blas_limit, before = 1, len(seen)
+    monkeypatch.setattr(interference.threads, "worker_build", lambda fn, reps: {"build_s": 0.15, "cores": 2.0})
+    probe._round(None)
+    assert -2 not in [e[0] for e in seen[before:]] and len(probe.readings) == 4 * sum(1 for least in min_s if least)
+
+
+def test_the_probes_result_has_the_loops_two_paces_and_the_machine_state_where_they_fell_in_two() -> None:
+    probe = interference.InterferenceProbe.__new__(interference.InterferenceProbe)  # its rounds' times only
+    probe.threads, probe.batch, probe.table, probe.starts = 2, 64, {}, [0.0, 200.0]
+    probe.alone = {key: [0.1, 0.1] for key in ("step_alone_s", "build_alone_s", "build_s", "step_s")}
+    probe.worker_builds = [{"build_s": 0.1, "cores": 2.0}] * 2
+    probe.inline_blocks = [(0.20, 0.17), (0.45, 0.19), (0.21, 0.18), (0.46, 0.20)]
+    probe.readings = [(1.0, 0.003), (21.0, 0.007), (41.0, 0.003), (61.0, 0.0031), (81.0, 0.0071)]
+    res = probe.result()
+    assert res["inline"]["near"]["blocks"] == 2 and res["inline"]["far"]["build_s"] == pytest.approx(0.455)
+    assert res["inline"]["block_step_s"] == pytest.approx([0.37, 0.66]) and res["inline"]["block_n"] == 4
+    assert res["machine_state"]["readings"] == 5 and res["machine_state"]["far"] == 2
+    assert res["machine_state"]["span_s"] == pytest.approx(80.0)
+    probe.inline_blocks, probe.readings = [(0.20, 0.17)] * 4, []  # one pace, no readings: neither
+    res = probe.result()
+    assert "near" not in res["inline"] and "machine_state" not in res
 
 
 def _row(covered: float, owed: float, alone: tuple[float, ...] = (0.0112,), left: float = 0.001

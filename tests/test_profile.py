@@ -654,3 +654,91 @@ def test_diagnose_offers_the_blas_limit_calibration_measured_and_its_gain_is_tha
                   [*sets, "dataset.blas_threads=1"]):
         assert "blas_threads" not in {f["id"] for f in hsisim.diagnose(DATA_BOUND, overrides=other, replicas=4,
                                                                         fast=True).fixes}
+
+
+def _two_paces(tmp_path: Path, state: dict[str, float] | None) -> Path:
+    """The interference profile whose loop without workers ran at two paces: 3 blocks near, 1 far."""
+    p = _interference_profile(tmp_path)
+    prof = json.loads(p.read_text())
+    it = prof["data"]["modes"]["getitem"]["interference"]
+    it["inline"].update(near={"build_s": 0.002, "step_s": 0.011, "blocks": 3},
+                        far={"build_s": 0.006, "step_s": 0.013, "blocks": 1}, block_step_s=[0.0125, 0.019], block_n=4)
+    if state is not None:
+        it["machine_state"] = state
+    p.write_text(json.dumps(prof))
+    return p
+
+
+def test_a_loop_at_two_paces_is_mixed_at_the_share_of_the_machines_slow_state(tmp_path: Path) -> None:
+    fit, build = (load_profile(_interference_profile(tmp_path)).compute[4],
+                  load_profile(_interference_profile(tmp_path)).data["getitem"]["build"])
+    at64 = fit.time(64) / fit.time(32), build.time(64) / build.time(32)
+
+    def job(state: dict[str, float] | None, *sets: str) -> Job:
+        return resolve_job(load_scenario(DATA_BOUND, [f"calibration={_two_paces(tmp_path, state)}",
+                                                      "loader.num_workers=0", *sets]))
+
+    # the readings between the loops: 2 of 10 slow; the mix 0.8 x near + 0.2 x far
+    read = job({"readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 2, "far_s": 0.0071})
+    assert read.batch_build_s == pytest.approx((0.8 * 0.002 + 0.2 * 0.006) * at64[1])
+    assert read.compute_s == pytest.approx((0.8 * 0.011 + 0.2 * 0.013) * at64[0])
+    said = [n for n in read.notes if "two paces" in n]
+    assert said == ["no workers: calibration's loop ran at two paces, 13 ms a step (3 blocks of 10) and 19 ms (1), "
+                    "build and step included (batch 32); mixed at 20 % of the time at the slower, from the machine's "
+                    "state read between calibration's loops, slow in 2 of 10 readings over 480 s (a small SVD at the "
+                    "BLAS libraries' own threads: 3.00 or 7.10 ms)"], read.notes
+    # readings of one state, or none: the loop's own blocks, 1 of 4 slow
+    for state, why in (({"readings": 10, "span_s": 480.0, "near_s": 0.003},
+                        "kept one pace throughout (10 readings over 480 s)"), (None, "has no readings")):
+        own = job(state)
+        assert own.batch_build_s == pytest.approx((0.75 * 0.002 + 0.25 * 0.006) * at64[1])
+        assert own.compute_s == pytest.approx((0.75 * 0.011 + 0.25 * 0.013) * at64[0])
+        assert any("mixed at 25 % of the time at the slower, from the loop's own blocks" in n and why in n
+                   for n in own.notes), own.notes
+    # with workers the loops with workers' paces, as before: the readings change nothing
+    with_workers = [resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"]))
+                    for p in (_interference_profile(tmp_path), _two_paces(tmp_path, {
+                        "readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 2, "far_s": 0.0071}))]
+    assert with_workers[0].compute_s == with_workers[1].compute_s
+    assert with_workers[0].batch_build_s == with_workers[1].batch_build_s
+    # a build that runs threads of its own: the warning says both paces and the share, where the run uses them
+    p = _two_paces(tmp_path, {"readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 2, "far_s": 0.0071})
+    prof = json.loads(p.read_text())
+    prof["data"]["modes"]["getitem"]["interference"]["worker_build"] = {"build_s": 0.118, "cores": 2.0}
+    p.write_text(json.dumps(prof))
+    warned = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=0"])).warnings
+    assert "ran 4 10-step blocks at 12 to 19 ms a step, waits included (batch 32). Only 4: too few" in warned[0]
+    assert " Only 4: too few to have met both of the paces such a loop swings between (a --quick calibration runs " \
+        "one block a loop; a full calibration runs each such loop for 20 s or longer). They fell in two paces, 13 " \
+        "and 19 ms a step: the prediction mixes them at 20 % of the time at the slower, and a run's steps land " \
+        "between the two, at the share of its time its machine holds the slower. Limit those" in warned[0], warned
+    # where the run does not use them (other training threads than the profile's), no word of the mix
+    other = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=0",
+                                                   "training.threads=2"])).warnings
+    assert "ran 4 10-step blocks" in other[0] and "They fell in two paces" not in other[0]
+
+
+@pytest.mark.parametrize(("where", "value", "match"), [
+    ("inline", {"near": {"build_s": 0.002, "step_s": 0.011, "blocks": 3}}, "both or neither"),
+    ("inline", {"near": {"build_s": 0.006, "step_s": 0.013, "blocks": 3},
+                "far": {"build_s": 0.002, "step_s": 0.011, "blocks": 1}}, "near pace's build and step take less"),
+    ("inline", {"near": {"build_s": 0.002, "step_s": 0.011, "blocks": 0},
+                "far": {"build_s": 0.006, "step_s": 0.013, "blocks": 1}}, "blocks"),
+    ("state", {"readings": 1, "span_s": 0.0, "near_s": 0.003}, "readings"),
+    ("state", {"readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 2}, "both or neither"),
+    ("state", {"readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 10, "far_s": 0.007}, "fewer readings"),
+    ("state", {"readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 2, "far_s": 0.003}, "over the near"),
+    ("state", {"readings": 10, "span_s": -1.0, "near_s": 0.003}, "span_s"),
+])
+def test_bad_two_paces_or_machine_state_are_input_errors(where: str, value: dict[str, object], match: str,
+                                                         tmp_path: Path) -> None:
+    p = _interference_profile(tmp_path)
+    prof = json.loads(p.read_text())
+    it = prof["data"]["modes"]["getitem"]["interference"]
+    if where == "inline":
+        it["inline"].update(value)
+    else:
+        it["machine_state"] = value
+    p.write_text(json.dumps(prof))
+    with pytest.raises(HsisimInputError, match=match):
+        load_profile(p)

@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
-from hsisim.calibration import threads
+from hsisim.calibration import state, threads
 from hsisim.calibration.probes import Net, end_workers, forever, make_training, no_whole_batch, training_step
 from hsisim.profile import BLOCK
 
@@ -64,6 +64,8 @@ INLINE_WARMUP = 2
 # batches each worker keeps ready (the DataLoader's default prefetch_factor, as the user's loop): when a
 # loop ends, up to this many per worker may have been built beside its last steps
 PREFETCH = 2
+# before each look at the machine's state between loops (s): the thread pools of what ran before stop spinning
+STATE_PAUSE_S = 0.2
 
 
 class _TimedBuilds(Dataset):
@@ -139,6 +141,32 @@ def blocks(times: list[float]) -> list[float]:
 def _block_range(values: list[float]) -> dict[str, Any]:
     """The fastest and slowest block and how many there were, where there are two or more."""
     return {"block_step_s": [min(values), max(values)], "block_n": len(values)} if len(values) > 1 else {}
+
+
+def _two_paces(parts: list[tuple[float, float]]) -> dict[str, Any]:
+    """The loop without workers at each of two paces, where its blocks' (build, step) fall in two by their sum
+    (``state.two``): each pace's mean build and step and how many blocks ran at it."""
+    slow = state.two([b + s for b, s in parts])
+    if slow is None:
+        return {}
+    return {name: {"build_s": statistics.fmean(b for (b, _), x in zip(parts, slow, strict=True) if x == far),
+                   "step_s": statistics.fmean(s for (_, s), x in zip(parts, slow, strict=True) if x == far),
+                   "blocks": slow.count(far)} for name, far in (("near", False), ("far", True))}
+
+
+def _machine_state(readings: list[tuple[float, float]]) -> dict[str, Any]:
+    """The machine's state as ``state.reading`` read it between the loops (two readings or more): how many
+    readings, over how long, how many read the slow state and each state's median, where they fell in two."""
+    if len(readings) < 2:
+        return {}
+    values = [v for _, v in readings]
+    slow = state.two(values)
+    out = {"readings": len(values), "span_s": readings[-1][0] - readings[0][0]}
+    if slow is None:
+        return {"machine_state": {**out, "near_s": statistics.median(values)}}
+    return {"machine_state": {**out, "far": slow.count(True),
+                              "near_s": statistics.median(v for v, x in zip(values, slow, strict=True) if not x),
+                              "far_s": statistics.median(v for v, x in zip(values, slow, strict=True) if x)}}
 
 
 def _timed(fn: Callable[[], Any]) -> float:
@@ -372,7 +400,9 @@ class InterferenceProbe:
         self.alone: dict[str, list[float]] = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
         self.starts: list[float] = []  # when each round began
         self.worker_builds: list[dict[str, Any]] = []  # each round's build as a worker runs it (threads.worker_build)
-        self.inline_blocks: list[float] = []  # the loop without workers: its blocks' build and step (``blocks``)
+        # the loop without workers: each block's mean build and step (``blocks``)
+        self.inline_blocks: list[tuple[float, float]] = []
+        self.readings: list[tuple[float, float]] = []  # (when, ``state.reading``) between the loops, where taken
         self.table = {k: new_row() for k in range(1, max_workers + 1)}
 
     def round(self) -> None:
@@ -388,17 +418,31 @@ class InterferenceProbe:
         step_alone = statistics.median(_timed(self.step) for _ in range(reps))
         build_alone = statistics.median(_timed(self.build) for _ in range(reps))
         self.worker_builds.append(threads.worker_build(self.build, reps))
-        min_s = self.threaded_s if threads.threaded(self.worker_builds) else 0.0
+        threaded = threads.threaded(self.worker_builds)
+        min_s = self.threaded_s if threaded else 0.0
+        read = threaded and self.blas_limit is None  # the machine's state, at the BLAS libraries' own threads
+        if read:
+            self._read()
         loader = DataLoader(self.ds, batch_size=self.batch, shuffle=True, num_workers=0, drop_last=True)
         builds, steps = _inline_loop(forever(loader), self.step, INLINE_WARMUP, self.steps, self.cap_s, min_s)
-        self.inline_blocks.extend(blocks([b + t for b, t in zip(builds, steps, strict=True)]))
+        self.inline_blocks.extend(zip(blocks(builds), blocks(steps), strict=True))
         for key, v in zip(self.alone, (step_alone, build_alone, statistics.fmean(builds), statistics.fmean(steps)),
                           strict=True):
             self.alone[key].append(v)
         for k, row in self.table.items():
+            if read:
+                self._read()
             _workers_round(row, self.ds, self.batch, k, self.step, step_alone, build_alone, self.steps,
                            self.steps, reps, self.cap_s, min_s, init)
+        if read:
+            self._read()
         self.starts.append(start)  # a whole round
+
+    def _read(self) -> None:
+        """The machine's state now (``state.reading``), after a pause for the thread pools of what ran before to
+        stop spinning (OpenBLAS's spin about 0.1 s)."""
+        time.sleep(STATE_PAUSE_S)
+        self.readings.append((time.perf_counter(), state.reading()))
 
     def unsteadiness(self) -> float:
         """How far the rounds disagree: the largest standard error of the in-process build and step and of
@@ -415,12 +459,13 @@ class InterferenceProbe:
                 "step_alone_s": mean["step_alone_s"], "build_alone_s": mean["build_alone_s"],
                 "inline": {"build_ratio": mean["build_s"] / mean["build_alone_s"],
                            "step_ratio": mean["step_s"] / mean["step_alone_s"],
-                           "build_s": mean["build_s"], "step_s": mean["step_s"], **_block_range(self.inline_blocks)},
+                           "build_s": mean["build_s"], "step_s": mean["step_s"],
+                           **_block_range([b + s for b, s in self.inline_blocks]), **_two_paces(self.inline_blocks)},
                 "workers": [_pooled(k, row, mean["step_alone_s"], mean["build_alone_s"])
                             for k, row in self.table.items()],
                 "worker_build": threads.pooled(self.worker_builds),
                 "rounds": len(self.starts), "span_s": self.starts[-1] - self.starts[0],
-                **({"rounds_se": self.unsteadiness()} if len(self.starts) > 1 else {}),
+                **({"rounds_se": self.unsteadiness()} if len(self.starts) > 1 else {}), **_machine_state(self.readings),
                 "method": "the user's batch builds and a training step in a DataLoader loop without workers, "
                           "and with k workers (an endless sampler) timed on one clock; each over its time alone; "
                           f"pooled over {len(self.alone['step_s'])} rounds"}

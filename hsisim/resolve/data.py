@@ -83,8 +83,9 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
         notes.append(f"no workers: the batch build and the step after it {_inline_how(it)} "
                      f"({it.inline.build_s * 1e3:.1f} and {it.inline.step_s * 1e3:.1f} ms at batch {it.batch}; "
                      f"{it.inline.build_ratio:.2f}x and {it.inline.step_ratio:.2f}x their times alone)")
-        return Data(it.inline.build_s * scale, build_cv, handover, h2d, tuple(notes), None,
-                    (it.inline.step_s, it.batch), blas_lever=_lever(sc, measured))
+        built, stepped = mixed(it, notes)
+        return Data(built * scale, build_cv, handover, h2d, tuple(notes), None,
+                    (stepped, it.batch), blas_lever=_lever(sc, measured))
     w = it.workers
     notes.append(f"workers and the training step share the cores at the paces measured in a DataLoader loop "
                  f"(1..{len(w)} workers; a step alone {it.step_alone_s * 1e3:.1f} ms, a build "
@@ -100,6 +101,41 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                      f"DataLoader loop: the machine's pace likely moved between the two, and the loop's is used")
     return Data(it.build_alone_s * scale, build_cv, handover, h2d, tuple(notes), paces, (it.step_alone_s, it.batch),
                 row.step_base, _lever(sc, measured))
+
+
+def far_share(it: Interference) -> tuple[float, str] | None:
+    """The share of a run's time at the far pace, where calibration's loop without workers ran at two (``near`` and
+    ``far``), and where it comes from: the machine's state read between calibration's loops where those readings fell
+    in two states (they span the rounds, where the loop's blocks sample its own seconds), else the loop's own
+    blocks."""
+    near, far, ms = it.inline.near, it.inline.far, it.machine_state
+    if near is None or far is None:
+        return None
+    if ms is not None and ms.far is not None and ms.far_s is not None:
+        return ms.far / ms.readings, (
+            f"the machine's state read between calibration's loops, slow in {ms.far} of {ms.readings} readings over "
+            f"{ms.span_s:.0f} s (a small SVD at the BLAS libraries' own threads: {ms.near_s * 1e3:.2f} or "
+            f"{ms.far_s * 1e3:.2f} ms)")
+    said = ("the machine's state read between its loops kept one pace throughout "
+            f"({ms.readings} readings over {ms.span_s:.0f} s)" if ms is not None else
+            "the profile has no readings of the machine's state between its loops")
+    return far.blocks / (near.blocks + far.blocks), f"the loop's own blocks ({said})"
+
+
+def mixed(it: Interference, notes: list[str]) -> tuple[float, float]:
+    """The loop without workers' build and step (at the profile's batch): where its blocks ran at two paces, each
+    pace's weighted by the share of time the machine held it (``far_share``), else the loop's means. A run of hours
+    lands at the long-run share of the two, where calibration's loop sampled a minute or two of them."""
+    share = far_share(it)
+    near, far = it.inline.near, it.inline.far
+    if share is None or near is None or far is None:
+        return it.inline.build_s, it.inline.step_s
+    s, where = share
+    notes.append(f"no workers: calibration's loop ran at two paces, {1e3 * (near.build_s + near.step_s):.0f} ms a "
+                 f"step ({near.blocks} blocks of {BLOCK}) and {1e3 * (far.build_s + far.step_s):.0f} ms ({far.blocks}),"
+                 f" build and step included (batch {it.batch}); mixed at {100 * s:.0f} % of the time at the slower, "
+                 f"from {where}")
+    return near.build_s * (1 - s) + far.build_s * s, near.step_s * (1 - s) + far.step_s * s
 
 
 # calibration's loop ran its slowest block this many times its fastest, or more: the machine's pace moved while it
@@ -118,7 +154,7 @@ def loop_warnings(sc: Scenario, hw: Hardware, wl: Workload, prof: Profile | None
     if it is None:
         return ()
     used = _interference(sc, hw, measured, prof, []) is not None  # the run uses the loops' paces
-    threaded = threaded_build(sc, hw, it, used and _lever(sc, measured))  # type: ignore[arg-type]
+    threaded = threaded_build(sc, hw, it, used and _lever(sc, measured), used)  # type: ignore[arg-type]
     if threaded or not used:
         return threaded
     return unsteady(sc, it)
@@ -140,13 +176,15 @@ def unsteady(sc: Scenario, it: Interference) -> tuple[str, ...]:
             "the prediction closer than that",)
 
 
-def threaded_build(sc: Scenario, hw: Hardware, it: Interference, lever: bool = False) -> tuple[str, ...]:
+def threaded_build(sc: Scenario, hw: Hardware, it: Interference, lever: bool = False, used: bool = True
+                   ) -> tuple[str, ...]:
     """A warning where the profile measured this scenario's batch build keeping ``THREADED_BUILD`` cores or more
     busy on its own, as a DataLoader worker runs it (torch at one thread): something inside the Dataset runs
     threads of its own, which oversubscribe the cores beside the training's and spin-wait, and the loop's pace
     then swings (``calibration.threads``). Where a BLAS library ran more than one thread, the build's time with
     them limited to one says what limiting them would do to the build alone, and where calibration measured the
-    loops under that limit too (``lever``), how to predict that run."""
+    loops under that limit too (``lever``), how to predict that run. ``used``: whether the run uses the loops' paces
+    (then, where the loop without workers ran at two, the warning says both and the share they are mixed at)."""
     wb = it.worker_build
     if wb is None or not wb.threaded:
         return ()
@@ -162,7 +200,7 @@ def threaded_build(sc: Scenario, hw: Hardware, it: Interference, lever: bool = F
             "paces calibration's loops happened to sample: two runs of 6 and 9 minutes of one such script on a "
             "2-core VM parted by 39 %. On that VM the swings tracked how long a cache line took to go between its "
             "two cores and back (about 94 or 370 ns), a patch's SVD taking 3.0 or 7.1 ms at two BLAS threads and "
-            f"2.1 ms at one either way.{_sampled(it, workers)}")
+            f"2.1 ms at one either way.{_sampled(it, workers, used)}")
     if wb.one_blas_thread_s is None:
         return (f"{head} Limit those threads to one per process (threadpoolctl.threadpool_limits(1) in the "
                 "DataLoader's worker_init_fn, or the library's own setting) and calibrate again under it to "
@@ -223,16 +261,31 @@ def _probed(sc: Scenario, measured: dict[str, Any], micro: int, notes: list[str]
     return fitted, build, measured["per_sample_cv"] / math.sqrt(micro)
 
 
-def _sampled(it: Interference, workers: int) -> str:
-    """The blocks of ``_blocks`` in words, where the profile has them, and where they are few, that they are."""
+def _sampled(it: Interference, workers: int, used: bool = True) -> str:
+    """The blocks of ``_blocks`` in words, where the profile has them, where they are few, that they are, and where the
+    run uses them (``used``) and they fell in two paces, both (``_two``)."""
     lo_hi, loop, n = _blocks(it, workers)
     if lo_hi is None:
         return ""
     few = (f" Only {n}: too few to have met both of the paces such a loop swings between (a --quick calibration "
            "runs one block a loop; a full calibration runs each such loop for 20 s or longer)."
            if n is not None and n < FEW_BLOCKS else "")
+    both = _two(it, workers) if used else ""
     return (f" Calibration's loop {loop} ran {_count(n)}{BLOCK}-step blocks at {lo_hi[0] * 1e3:.0f} to "
-            f"{lo_hi[1] * 1e3:.0f} ms a step, waits included (batch {it.batch}).{few}")
+            f"{lo_hi[1] * 1e3:.0f} ms a step, waits included (batch {it.batch}).{few}{both}")
+
+
+def _two(it: Interference, workers: int) -> str:
+    """Where calibration's loop without workers ran at two paces and the run has none, both, and the share the
+    prediction mixes them at (``far_share``)."""
+    share = far_share(it) if not workers else None
+    near, far = it.inline.near, it.inline.far
+    if share is None or near is None or far is None:
+        return ""
+    return (f" They fell in two paces, {1e3 * (near.build_s + near.step_s):.0f} and "
+            f"{1e3 * (far.build_s + far.step_s):.0f} ms a step: the prediction mixes them at {100 * share[0]:.0f} % "
+            "of the time at the slower, and a run's steps land between the two, at the share of its time its machine "
+            "holds the slower.")
 
 
 def _inline_how(it: Interference) -> str:
