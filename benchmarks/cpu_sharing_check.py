@@ -198,12 +198,21 @@ def readout(config: str, cfg: dict[str, object], work: Path, profile: Path, one_
         n = f"{row['block_n']} " if "block_n" in row else ""
         print(f"calibration's loop, {n}blocks {lo * 1e3:.0f}-{hi * 1e3:.0f} ms a step; a build alone kept "
               f"{it.get('worker_build', {}).get('cores', float('nan')):.2f} cores busy", file=sys.stderr, flush=True)
+    if w == 0 and "near" in row:  # the loop's blocks fell in two paces: the prediction mixes them
+        ms = it.get("machine_state", {})
+        print(f"calibration's loop at two paces: {sum(row['near'][k] for k in ('build_s', 'step_s')) * 1e3:.0f} ms "
+              f"({row['near']['blocks']} blocks) and {sum(row['far'][k] for k in ('build_s', 'step_s')) * 1e3:.0f} ms "
+              f"({row['far']['blocks']}); the machine's state between its loops slow in {ms.get('far', 0)} of "
+              f"{ms.get('readings', 0)} readings", file=sys.stderr, flush=True)
     if abs(step / loop[0] - 1) > 0.05:  # the model, not the moment, parts from the probe's loop: show its paces
         print(f"prediction {step * 1e3:.1f} ms against calibration's own loop {loop[0] * 1e3:.1f} ms; its "
               f"paces: {json.dumps(row)}, step alone {it['step_alone_s']}", file=sys.stderr, flush=True)
     return {"step_s": step, "wait_share": m["t_data_h"]["mean"] * 3600 / busy,  # type: ignore[index]
             "probe_step_s": loop[0], "probe_wait_share": loop[1] / loop[0],
-            "calibrate_s": calibrated["probe_seconds"], "rounds": it.get("rounds", 0), "span_s": it.get("span_s", 0.0)}
+            "calibrate_s": calibrated["probe_seconds"], "rounds": it.get("rounds", 0), "span_s": it.get("span_s", 0.0),
+            # the loop without workers' two paces and the machine's state between the loops, where calibration kept them
+            **{key: row[key] for key in ("near", "far") if w == 0 and key in row},
+            **({"machine_state": it["machine_state"]} if "machine_state" in it else {})}
 
 
 def _pace(work: Path) -> float:
@@ -274,7 +283,8 @@ def record(name: str, r: int, p: dict[str, float], runs: list[dict[str, float]],
             "pace_ms": [[round(u["pace_before_ms"]), round(u["pace_after_ms"])] for u in runs],
             "predicted_step_ms": round(p["step_s"] * 1e3, 3), "predicted_wait_pct": round(100 * p["wait_share"], 2),
             "probe_step_ms": round(p["probe_step_s"] * 1e3, 3),
-            "probe_wait_pct": round(100 * p["probe_wait_share"], 2), "calibrate_s": round(p["calibrate_s"], 1)}
+            "probe_wait_pct": round(100 * p["probe_wait_share"], 2), "calibrate_s": round(p["calibrate_s"], 1),
+            **{key: p[key] for key in ("near", "far", "machine_state") if key in p}}
 
 
 def _user_runs(argv: list[str]) -> tuple[int, list[str]]:
