@@ -53,8 +53,9 @@ def test_the_loop_without_workers_keeps_each_of_two_paces_where_its_blocks_fell_
 def test_the_machine_state_is_how_many_readings_read_each_state_over_how_long() -> None:
     readings = [(10.0, 0.003), (30.0, 0.0071), (55.0, 0.0029), (80.0, 0.0031), (100.0, 0.0072)]
     assert interference._machine_state(readings) == {"machine_state": {
-        "readings": 5, "span_s": 90.0, "far": 2, "near_s": pytest.approx(0.003), "far_s": pytest.approx(0.00715)}}
+        "readings": 5, "span_s": 90.0, "values_ms": [3.0, 7.1, 2.9, 3.1, 7.2], "far": 2,
+        "near_s": pytest.approx(0.003), "far_s": pytest.approx(0.00715)}}
     # one state: its median, and no count of the slow one
     assert interference._machine_state([(0.0, 0.003), (5.0, 0.0031), (9.0, 0.0032)]) == {"machine_state": {
-        "readings": 3, "span_s": 9.0, "near_s": pytest.approx(0.0031)}}
+        "readings": 3, "span_s": 9.0, "values_ms": [3.0, 3.1, 3.2], "near_s": pytest.approx(0.0031)}}
     assert interference._machine_state([(0.0, 0.003)]) == {} and interference._machine_state([]) == {}

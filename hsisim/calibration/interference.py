@@ -30,7 +30,11 @@
   than in a loop (a per-patch PCA on this 2-core VM).
 
 Where a build runs threads of its own (``calibration.threads``), a full calibration lengthens each loop
-(``InterferenceProbe``); every loop's 10-step blocks are kept, the fastest and slowest as ``block_step_s``.
+(``InterferenceProbe``); every loop's 10-step blocks are kept, the fastest and slowest as ``block_step_s``. Such a
+loop runs at one of two paces, each for seconds to minutes (``calibration.state``): where the loop without workers'
+blocks fall in two, each pace's build and step are kept (``near``, ``far``), and the machine's state is read before
+each loop and after the last (``machine_state``), so that the prediction can mix the two paces at the share of a
+span longer than the loop's own seconds.
 
 Rounds repeat everything, alone and beside, so that a shared machine's drift weighs on both; the
 ratios pool the rounds' times (sums), and the times alone are their means, so that the model
@@ -161,7 +165,9 @@ def _machine_state(readings: list[tuple[float, float]]) -> dict[str, Any]:
         return {}
     values = [v for _, v in readings]
     slow = state.two(values)
-    out = {"readings": len(values), "span_s": readings[-1][0] - readings[0][0]}
+    # every reading too, in order (milliseconds; the model reads the counts and medians only)
+    out = {"readings": len(values), "span_s": readings[-1][0] - readings[0][0],
+           "values_ms": [round(v * 1e3, 3) for v in values]}
     if slow is None:
         return {"machine_state": {**out, "near_s": statistics.median(values)}}
     return {"machine_state": {**out, "far": slow.count(True),
@@ -371,7 +377,9 @@ class InterferenceProbe:
     without, stops after ``cap_s`` seconds (``_loop``, ``_inline_loop``). Where the rounds' builds so far,
     pooled, kept ``THREADED_BUILD`` cores or more busy (``threads.threaded``), each loop runs ``threaded_s`` or
     longer, its warm-up included: such a loop swings between two paces for tens of seconds at a time. Every
-    loop's ``BLOCK``-step blocks are kept, and the fastest and slowest over the rounds are ``block_step_s``.
+    loop's ``BLOCK``-step blocks are kept, and the fastest and slowest over the rounds are ``block_step_s``; the
+    machine's state is then read before each loop and after the last (``state.reading``), except under ``blas_limit``
+    (the state shows at the BLAS libraries' own threads).
 
     ``blas_limit``: every round runs with each BLAS library limited to that many threads, in this process
     (``threadpool_limits``) and in each DataLoader worker (its ``worker_init_fn``), as a user's script runs under
