@@ -201,8 +201,8 @@ def readout(config: str, cfg: dict[str, object], work: Path, profile: Path, one_
     if w == 0 and "near" in row:  # the loop's blocks fell in two paces: the prediction mixes them
         ms = it.get("machine_state", {})
         print(f"calibration's loop at two paces: {sum(row['near'][k] for k in ('build_s', 'step_s')) * 1e3:.0f} ms "
-              f"({row['near']['blocks']} blocks) and {sum(row['far'][k] for k in ('build_s', 'step_s')) * 1e3:.0f} ms "
-              f"({row['far']['blocks']}); the machine's state between its loops slow in {ms.get('far', 0)} of "
+              f"({row['near']['steps']} steps) and {sum(row['far'][k] for k in ('build_s', 'step_s')) * 1e3:.0f} ms "
+              f"({row['far']['steps']}); the machine's state between its loops slow in {ms.get('far', 0)} of "
               f"{ms.get('readings', 0)} readings", file=sys.stderr, flush=True)
     if abs(step / loop[0] - 1) > 0.05:  # the model, not the moment, parts from the probe's loop: show its paces
         print(f"prediction {step * 1e3:.1f} ms against calibration's own loop {loop[0] * 1e3:.1f} ms; its "

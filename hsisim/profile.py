@@ -110,17 +110,17 @@ def _check_blocks(blocks: list[float] | None, n: int | None) -> None:
 
 
 class Pace(_Part):
-    """The loop without workers at one of two paces: its mean build and step over the blocks that ran at it."""
+    """The loop without workers at one of two paces: its mean build and step over the steps that ran at it."""
 
     build_s: Positive
     step_s: Positive
-    blocks: Annotated[int, Field(ge=1)]
+    steps: Annotated[int, Field(ge=1)]
 
 
 class InlinePace(_Part):
     """No workers: a batch build and the step after it in a DataLoader loop in one process, as a plain
     training loop runs: their mean times (at the probe's batch) and each over its time alone. ``near`` and
-    ``far``: where the loop's blocks fell in two paces (``calibration.state.two``; absent from profiles written
+    ``far``: where the loop's steps fell in two paces (``calibration.state.two``; absent from profiles written
     before 2026-12-07), each pace's build and step."""
 
     build_ratio: Ratio

@@ -417,7 +417,7 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(cores: tuple[floa
     probe.threaded_s, probe.blas_limit = 20.0, None
     probe.alone = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
     probe.table, probe.starts, probe.worker_builds, probe.inline_blocks = {1: {}, 2: {}}, [], [], []
-    probe.readings = []
+    probe.inline_steps, probe.readings = [], []
     monkeypatch.setattr(interference, "STATE_PAUSE_S", 0.0)
     monkeypatch.setattr(interference.state, "reading", lambda: seen.append((-2, 0, 0, 0.0, 0.0)) or 0.003)
     each = iter(cores)
@@ -439,9 +439,10 @@ def test_each_worker_counts_loop_runs_its_steps_within_the_cap(cores: tuple[floa
     # the times alone are medians of the fakes; without workers, the loop's means (its medians: 0.2, 0.3)
     assert {key: v[0] for key, v in probe.alone.items()} == pytest.approx(
         {"step_alone_s": 0.25, "build_alone_s": 0.15, "build_s": 0.3, "step_s": 0.4})
-    # each round's loop without workers: one whole block of its 12 builds and steps (0.1, 0.2, 0.6 ...: 0.28;
-    # 0.2, 0.3, 0.7 ...: 0.38)
-    assert probe.inline_blocks == [pytest.approx((0.28, 0.38))] * len(min_s)
+    # each round's loop without workers: one whole block of its 12 builds and steps (0.3, 0.5, 1.3 ...), and each
+    # step's build and step
+    assert probe.inline_blocks == pytest.approx([0.66] * len(min_s))
+    assert probe.inline_steps == [(0.1, 0.2), (0.2, 0.3), (0.6, 0.7)] * 4 * len(min_s)
     # loops under a BLAS limit (the lever's) read nothing: the state is read at the libraries' own threads
     probe.blas_limit, before = 1, len(seen)
     monkeypatch.setattr(interference.threads, "worker_build", lambda fn, reps: {"build_s": 0.15, "cores": 2.0})
@@ -454,14 +455,15 @@ def test_the_probes_result_has_the_loops_two_paces_and_the_machine_state_where_t
     probe.threads, probe.batch, probe.table, probe.starts = 2, 64, {}, [0.0, 200.0]
     probe.alone = {key: [0.1, 0.1] for key in ("step_alone_s", "build_alone_s", "build_s", "step_s")}
     probe.worker_builds = [{"build_s": 0.1, "cores": 2.0}] * 2
-    probe.inline_blocks = [(0.20, 0.17), (0.45, 0.19), (0.21, 0.18), (0.46, 0.20)]
+    probe.inline_blocks = [0.38, 0.5]  # its blocks' range, and its steps' two paces
+    probe.inline_steps = [(0.20, 0.17), (0.45, 0.19), (0.21, 0.18), (0.46, 0.20)]
     probe.readings = [(1.0, 0.003), (21.0, 0.007), (41.0, 0.003), (61.0, 0.0031), (81.0, 0.0071)]
     res = probe.result()
-    assert res["inline"]["near"]["blocks"] == 2 and res["inline"]["far"]["build_s"] == pytest.approx(0.455)
-    assert res["inline"]["block_step_s"] == pytest.approx([0.37, 0.66]) and res["inline"]["block_n"] == 4
+    assert res["inline"]["near"]["steps"] == 2 and res["inline"]["far"]["build_s"] == pytest.approx(0.455)
+    assert res["inline"]["block_step_s"] == pytest.approx([0.38, 0.5]) and res["inline"]["block_n"] == 2
     assert res["machine_state"]["readings"] == 5 and res["machine_state"]["far"] == 2
     assert res["machine_state"]["span_s"] == pytest.approx(80.0)
-    probe.inline_blocks, probe.readings = [(0.20, 0.17)] * 4, []  # one pace, no readings: neither
+    probe.inline_steps, probe.readings = [(0.20, 0.17)] * 4, []  # one pace, no readings: neither
     res = probe.result()
     assert "near" not in res["inline"] and "machine_state" not in res
 

@@ -657,12 +657,12 @@ def test_diagnose_offers_the_blas_limit_calibration_measured_and_its_gain_is_tha
 
 
 def _two_paces(tmp_path: Path, state: dict[str, float] | None) -> Path:
-    """The interference profile whose loop without workers ran at two paces: 3 blocks near, 1 far."""
+    """The interference profile whose loop without workers ran at two paces: 30 steps near, 10 far."""
     p = _interference_profile(tmp_path)
     prof = json.loads(p.read_text())
     it = prof["data"]["modes"]["getitem"]["interference"]
-    it["inline"].update(near={"build_s": 0.002, "step_s": 0.011, "blocks": 3},
-                        far={"build_s": 0.006, "step_s": 0.013, "blocks": 1}, block_step_s=[0.0125, 0.019], block_n=4)
+    it["inline"].update(near={"build_s": 0.002, "step_s": 0.011, "steps": 30},
+                        far={"build_s": 0.006, "step_s": 0.013, "steps": 10}, block_step_s=[0.0125, 0.019], block_n=4)
     if state is not None:
         it["machine_state"] = state
     p.write_text(json.dumps(prof))
@@ -683,17 +683,17 @@ def test_a_loop_at_two_paces_is_mixed_at_the_share_of_the_machines_slow_state(tm
     assert read.batch_build_s == pytest.approx((0.8 * 0.002 + 0.2 * 0.006) * at64[1])
     assert read.compute_s == pytest.approx((0.8 * 0.011 + 0.2 * 0.013) * at64[0])
     said = [n for n in read.notes if "two paces" in n]
-    assert said == ["no workers: calibration's loop ran at two paces, 13 ms a step (3 blocks of 10) and 19 ms (1), "
+    assert said == ["no workers: calibration's loop ran at two paces, 13 ms a step (30 steps) and 19 ms (10), "
                     "build and step included (batch 32); mixed at 20 % of the time at the slower, from the machine's "
                     "state read between calibration's loops, slow in 2 of 10 readings over 480 s (a small SVD at the "
                     "BLAS libraries' own threads: 3.00 or 7.10 ms)"], read.notes
-    # readings of one state, or none: the loop's own blocks, 1 of 4 slow
+    # readings of one state, or none: the loop's own steps, 10 of 40 slow
     for state, why in (({"readings": 10, "span_s": 480.0, "near_s": 0.003},
                         "kept one pace throughout (10 readings over 480 s)"), (None, "has no readings")):
         own = job(state)
         assert own.batch_build_s == pytest.approx((0.75 * 0.002 + 0.25 * 0.006) * at64[1])
         assert own.compute_s == pytest.approx((0.75 * 0.011 + 0.25 * 0.013) * at64[0])
-        assert any("mixed at 25 % of the time at the slower, from the loop's own blocks" in n and why in n
+        assert any("mixed at 25 % of the time at the slower, from the loop's own steps" in n and why in n
                    for n in own.notes), own.notes
     # with workers the loops with workers' paces, as before: the readings change nothing
     with_workers = [resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"]))
@@ -719,11 +719,11 @@ def test_a_loop_at_two_paces_is_mixed_at_the_share_of_the_machines_slow_state(tm
 
 
 @pytest.mark.parametrize(("where", "value", "match"), [
-    ("inline", {"near": {"build_s": 0.002, "step_s": 0.011, "blocks": 3}}, "both or neither"),
-    ("inline", {"near": {"build_s": 0.006, "step_s": 0.013, "blocks": 3},
-                "far": {"build_s": 0.002, "step_s": 0.011, "blocks": 1}}, "near pace's build and step take less"),
-    ("inline", {"near": {"build_s": 0.002, "step_s": 0.011, "blocks": 0},
-                "far": {"build_s": 0.006, "step_s": 0.013, "blocks": 1}}, "blocks"),
+    ("inline", {"near": {"build_s": 0.002, "step_s": 0.011, "steps": 3}}, "both or neither"),
+    ("inline", {"near": {"build_s": 0.006, "step_s": 0.013, "steps": 3},
+                "far": {"build_s": 0.002, "step_s": 0.011, "steps": 1}}, "near pace's build and step take less"),
+    ("inline", {"near": {"build_s": 0.002, "step_s": 0.011, "steps": 0},
+                "far": {"build_s": 0.006, "step_s": 0.013, "steps": 1}}, "steps"),
     ("state", {"readings": 1, "span_s": 0.0, "near_s": 0.003}, "readings"),
     ("state", {"readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 2}, "both or neither"),
     ("state", {"readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 10, "far_s": 0.007}, "fewer readings"),

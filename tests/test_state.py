@@ -41,11 +41,11 @@ def test_a_reading_is_the_median_of_a_few_small_svds() -> None:
     assert state._MATRIX.shape == (121, 200) and state._MATRIX.dtype == np.float32
 
 
-def test_the_loop_without_workers_keeps_each_of_two_paces_where_its_blocks_fell_in_two() -> None:
+def test_the_loop_without_workers_keeps_each_of_two_paces_where_its_steps_fell_in_two() -> None:
     parts = [(0.20, 0.17), (0.45, 0.19), (0.21, 0.18), (0.46, 0.20), (0.19, 0.17)]
     paces = interference._two_paces(parts)
-    assert paces["near"] == {"build_s": pytest.approx(0.20), "step_s": pytest.approx(0.52 / 3), "blocks": 3}
-    assert paces["far"] == {"build_s": pytest.approx(0.455), "step_s": pytest.approx(0.195), "blocks": 2}
+    assert paces["near"] == {"build_s": pytest.approx(0.20), "step_s": pytest.approx(0.52 / 3), "steps": 3}
+    assert paces["far"] == {"build_s": pytest.approx(0.455), "step_s": pytest.approx(0.195), "steps": 2}
     assert interference._two_paces([(0.20, 0.17), (0.21, 0.18), (0.25, 0.19)]) == {}  # one pace
     assert interference._two_paces([]) == {}
 

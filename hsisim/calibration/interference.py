@@ -32,7 +32,7 @@
 Where a build runs threads of its own (``calibration.threads``), a full calibration lengthens each loop
 (``InterferenceProbe``); every loop's 10-step blocks are kept, the fastest and slowest as ``block_step_s``. Such a
 loop runs at one of two paces, each for seconds to minutes (``calibration.state``): where the loop without workers'
-blocks fall in two, each pace's build and step are kept (``near``, ``far``), and the machine's state is read before
+steps fall in two, each pace's build and step are kept (``near``, ``far``), and the machine's state is read before
 each loop and after the last (``machine_state``), so that the prediction can mix the two paces at the share of a
 span longer than the loop's own seconds.
 
@@ -148,14 +148,17 @@ def _block_range(values: list[float]) -> dict[str, Any]:
 
 
 def _two_paces(parts: list[tuple[float, float]]) -> dict[str, Any]:
-    """The loop without workers at each of two paces, where its blocks' (build, step) fall in two by their sum
-    (``state.two``): each pace's mean build and step and how many blocks ran at it."""
+    """The loop without workers at each of two paces, where its steps' (build, step) fall in two by their sum
+    (``state.two``): each pace's mean build and step and how many steps ran at it. Steps, not blocks: a spell of
+    either pace lasts seconds, and a 10-step block of half-second steps that straddles two spells reads between
+    them (the blocks of one full calibration of getitem11 spread over 400-723 ms without two groups 1.5x apart, where
+    the user's loop runs at about 376 or 650 ms; 2-core VM, December 2026)."""
     slow = state.two([b + s for b, s in parts])
     if slow is None:
         return {}
     return {name: {"build_s": statistics.fmean(b for (b, _), x in zip(parts, slow, strict=True) if x == far),
                    "step_s": statistics.fmean(s for (_, s), x in zip(parts, slow, strict=True) if x == far),
-                   "blocks": slow.count(far)} for name, far in (("near", False), ("far", True))}
+                   "steps": slow.count(far)} for name, far in (("near", False), ("far", True))}
 
 
 def _machine_state(readings: list[tuple[float, float]]) -> dict[str, Any]:
@@ -408,8 +411,8 @@ class InterferenceProbe:
         self.alone: dict[str, list[float]] = {"step_alone_s": [], "build_alone_s": [], "build_s": [], "step_s": []}
         self.starts: list[float] = []  # when each round began
         self.worker_builds: list[dict[str, Any]] = []  # each round's build as a worker runs it (threads.worker_build)
-        # the loop without workers: each block's mean build and step (``blocks``)
-        self.inline_blocks: list[tuple[float, float]] = []
+        self.inline_blocks: list[float] = []  # the loop without workers: its blocks' build and step (``blocks``)
+        self.inline_steps: list[tuple[float, float]] = []  # and each measured step's build and step
         self.readings: list[tuple[float, float]] = []  # (when, ``state.reading``) between the loops, where taken
         self.table = {k: new_row() for k in range(1, max_workers + 1)}
 
@@ -433,7 +436,9 @@ class InterferenceProbe:
             self._read()
         loader = DataLoader(self.ds, batch_size=self.batch, shuffle=True, num_workers=0, drop_last=True)
         builds, steps = _inline_loop(forever(loader), self.step, INLINE_WARMUP, self.steps, self.cap_s, min_s)
-        self.inline_blocks.extend(zip(blocks(builds), blocks(steps), strict=True))
+        paced = list(zip(builds, steps, strict=True))
+        self.inline_blocks.extend(blocks([b + t for b, t in paced]))
+        self.inline_steps.extend(paced)
         for key, v in zip(self.alone, (step_alone, build_alone, statistics.fmean(builds), statistics.fmean(steps)),
                           strict=True):
             self.alone[key].append(v)
@@ -468,7 +473,7 @@ class InterferenceProbe:
                 "inline": {"build_ratio": mean["build_s"] / mean["build_alone_s"],
                            "step_ratio": mean["step_s"] / mean["step_alone_s"],
                            "build_s": mean["build_s"], "step_s": mean["step_s"],
-                           **_block_range([b + s for b, s in self.inline_blocks]), **_two_paces(self.inline_blocks)},
+                           **_block_range(self.inline_blocks), **_two_paces(self.inline_steps)},
                 "workers": [_pooled(k, row, mean["step_alone_s"], mean["build_alone_s"])
                             for k, row in self.table.items()],
                 "worker_build": threads.pooled(self.worker_builds),

@@ -106,8 +106,8 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
 def far_share(it: Interference) -> tuple[float, str] | None:
     """The share of a run's time at the far pace, where calibration's loop without workers ran at two (``near`` and
     ``far``), and where it comes from: the machine's state read between calibration's loops where those readings fell
-    in two states (they span the rounds, where the loop's blocks sample its own seconds), else the loop's own
-    blocks."""
+    in two states (they span the rounds, where the loop's steps sample its own seconds), else the loop's own
+    steps."""
     near, far, ms = it.inline.near, it.inline.far, it.machine_state
     if near is None or far is None:
         return None
@@ -119,7 +119,7 @@ def far_share(it: Interference) -> tuple[float, str] | None:
     said = ("the machine's state read between its loops kept one pace throughout "
             f"({ms.readings} readings over {ms.span_s:.0f} s)" if ms is not None else
             "the profile has no readings of the machine's state between its loops")
-    return far.blocks / (near.blocks + far.blocks), f"the loop's own blocks ({said})"
+    return far.steps / (near.steps + far.steps), f"the loop's own steps ({said})"
 
 
 def mixed(it: Interference, notes: list[str]) -> tuple[float, float]:
@@ -132,7 +132,7 @@ def mixed(it: Interference, notes: list[str]) -> tuple[float, float]:
         return it.inline.build_s, it.inline.step_s
     s, where = share
     notes.append(f"no workers: calibration's loop ran at two paces, {1e3 * (near.build_s + near.step_s):.0f} ms a "
-                 f"step ({near.blocks} blocks of {BLOCK}) and {1e3 * (far.build_s + far.step_s):.0f} ms ({far.blocks}),"
+                 f"step ({near.steps} steps) and {1e3 * (far.build_s + far.step_s):.0f} ms ({far.steps}),"
                  f" build and step included (batch {it.batch}); mixed at {100 * s:.0f} % of the time at the slower, "
                  f"from {where}")
     return near.build_s * (1 - s) + far.build_s * s, near.step_s * (1 - s) + far.step_s * s
