@@ -1,14 +1,14 @@
 """Which of two paces a machine holds for threads that hand each other work, and how to tell two paces apart.
 
 On the 2-core VM calibration was developed on (December 2026), a loop whose batch build runs BLAS threads of its
-own ran at one of two paces, each held for seconds to minutes: its 10-step blocks fell in two groups (370-400
-against 600-680 ms a step, batch 64 of 11x11 patches with a per-patch PCA, no workers). The two paces coincided
+own ran at one of two paces, each held for seconds to minutes: its steps fell in two groups (about 390 against
+690 ms, batch 64 of 11x11 patches with a per-patch PCA, no workers). The two paces coincided
 with two distances between the VM's cores: a cache line's round trip between them took about 94 or 370 ns, and a
 121x200 SVD at numpy's two BLAS threads 2.97 or 7.13 ms (1 in 300 readings disagreed). A loop of a minute samples
 a few of those spells; a run of hours lands at the share of time the slow one holds.
 
 ``reading`` is one look at that state: the median of a few such SVDs at numpy's own BLAS threads, about 15-35 ms,
-taken where nothing else of calibration runs (between its loops). ``two`` splits readings (or a loop's blocks) in
+taken where nothing else of calibration runs (between its loops). ``two`` splits readings (or a loop's steps) in
 two where they fall in two groups far enough apart, at Otsu's cut on their logarithms.
 """
 
@@ -23,8 +23,8 @@ import numpy as np
 # one SVD of a patch's pixels by its bands, as a per-patch PCA runs it (11x11 pixels, 200 bands)
 PIXELS, BANDS = 121, 200
 SVDS = 5  # per reading: the median of these
-# two groups whose medians are this many times apart, or more, are two paces (the VM's: 2.4x for the SVD, 1.6-1.8x
-# for the loop's blocks); closer ones are one pace and its noise
+# two groups whose medians are this many times apart, or more, are two paces (the VM's: 2.4x for the SVD, 1.7-1.8x
+# for a loop's steps, 386-408 against 685-692 ms); closer ones are one pace and its noise
 TWO_PACES = 1.5
 FEWEST = 2  # readings on each side for a group to count: one stray reading is not a pace
 

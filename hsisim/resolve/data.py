@@ -111,8 +111,8 @@ def far_share(it: Interference) -> tuple[float, str] | None:
     near, far, ms = it.inline.near, it.inline.far, it.machine_state
     if near is None or far is None:
         return None
-    if ms is not None and ms.far is not None and ms.far_s is not None:
-        return ms.far / ms.readings, (
+    if ms is not None and ms.far_share is not None and ms.far_s is not None:
+        return ms.far_share, (
             f"the machine's state read between calibration's loops, slow in {ms.far} of {ms.readings} readings over "
             f"{ms.span_s:.0f} s (a small SVD at the BLAS libraries' own threads: {ms.near_s * 1e3:.2f} or "
             f"{ms.far_s * 1e3:.2f} ms)")
@@ -123,7 +123,7 @@ def far_share(it: Interference) -> tuple[float, str] | None:
 
 
 def mixed(it: Interference, notes: list[str]) -> tuple[float, float]:
-    """The loop without workers' build and step (at the profile's batch): where its blocks ran at two paces, each
+    """The loop without workers' build and step (at the profile's batch): where its steps ran at two paces, each
     pace's weighted by the share of time the machine held it (``far_share``), else the loop's means. A run of hours
     lands at the long-run share of the two, where calibration's loop sampled a minute or two of them."""
     share = far_share(it)
