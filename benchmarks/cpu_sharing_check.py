@@ -198,12 +198,12 @@ def readout(config: str, cfg: dict[str, object], work: Path, profile: Path, one_
         n = f"{row['block_n']} " if "block_n" in row else ""
         print(f"calibration's loop, {n}blocks {lo * 1e3:.0f}-{hi * 1e3:.0f} ms a step; a build alone kept "
               f"{it.get('worker_build', {}).get('cores', float('nan')):.2f} cores busy", file=sys.stderr, flush=True)
-    if w == 0 and "near" in row:  # the loop's blocks fell in two paces: the prediction mixes them
-        ms = it.get("machine_state", {})
+    if w == 0 and "near" in row:  # the loop's steps fell in two paces: the prediction mixes them
+        ms = it.get("machine_state")
+        read = (f"slow in {ms.get('far', 0)} of {ms['readings']} readings" if ms else "not read")
         print(f"calibration's loop at two paces: {sum(row['near'][k] for k in ('build_s', 'step_s')) * 1e3:.0f} ms "
               f"({row['near']['steps']} steps) and {sum(row['far'][k] for k in ('build_s', 'step_s')) * 1e3:.0f} ms "
-              f"({row['far']['steps']}); the machine's state between its loops slow in {ms.get('far', 0)} of "
-              f"{ms.get('readings', 0)} readings", file=sys.stderr, flush=True)
+              f"({row['far']['steps']}); the machine's state between its loops {read}", file=sys.stderr, flush=True)
     if abs(step / loop[0] - 1) > 0.05:  # the model, not the moment, parts from the probe's loop: show its paces
         print(f"prediction {step * 1e3:.1f} ms against calibration's own loop {loop[0] * 1e3:.1f} ms; its "
               f"paces: {json.dumps(row)}, step alone {it['step_alone_s']}", file=sys.stderr, flush=True)

@@ -707,15 +707,35 @@ def test_a_loop_at_two_paces_is_mixed_at_the_share_of_the_machines_slow_state(tm
     prof["data"]["modes"]["getitem"]["interference"]["worker_build"] = {"build_s": 0.118, "cores": 2.0}
     p.write_text(json.dumps(prof))
     warned = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=0"])).warnings
-    assert "ran 4 10-step blocks at 12 to 19 ms a step, waits included (batch 32). Only 4: too few" in warned[0]
-    assert " Only 4: too few to have met both of the paces such a loop swings between (a --quick calibration runs " \
-        "one block a loop; a full calibration runs each such loop for 20 s or longer). They fell in two paces, 13 " \
+    assert "ran 4 10-step blocks at 12 to 19 ms a step, waits included (batch 32). They fell in two paces, 13 " \
         "and 19 ms a step: the prediction mixes them at 20 % of the time at the slower, and a run's steps land " \
         "between the two, at the share of its time its machine holds the slower. Limit those" in warned[0], warned
     # where the run does not use them (other training threads than the profile's), no word of the mix
     other = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=0",
                                                    "training.threads=2"])).warnings
     assert "ran 4 10-step blocks" in other[0] and "They fell in two paces" not in other[0]
+    assert "Only 4: too few" in other[0]  # the steps' two paces are not said: the blocks are few
+    # nor with workers: the loop with the scenario's workers is the one quoted, and the mix is not used
+    prof["data"]["modes"]["getitem"]["interference"]["workers"][0]["block_step_s"] = [0.15, 0.2]
+    p.write_text(json.dumps(prof))
+    one = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"])).warnings
+    assert "loop with 1 worker(s) ran 10-step blocks" in one[0] and "They fell in two paces" not in one[0]
+
+
+def test_readings_in_two_states_beside_a_loop_at_one_pace_are_said_and_the_loop_is_predicted(tmp_path: Path) -> None:
+    p = _interference_profile(tmp_path)
+    prof = json.loads(p.read_text())
+    prof["data"]["modes"]["getitem"]["interference"]["machine_state"] = {
+        "readings": 12, "span_s": 900.0, "near_s": 0.003, "far": 5, "far_s": 0.0078}
+    p.write_text(json.dumps(prof))
+    job = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=0"]))
+    base = resolve_job(load_scenario(DATA_BOUND, [f"calibration={_interference_profile(tmp_path)}",
+                                                  "loader.num_workers=0"]))
+    assert (job.compute_s, job.batch_build_s) == (base.compute_s, base.batch_build_s)
+    assert "no workers: the machine's state read between calibration's loops was slow in 5 of 12 readings over " \
+        "900 s, but calibration's loop met one pace: predicted at that loop's pace, which a run's steps may leave " \
+        "for another" in job.notes, job.notes
+    assert not any("slow in" in n for n in base.notes)
 
 
 @pytest.mark.parametrize(("where", "value", "match"), [
@@ -729,6 +749,7 @@ def test_a_loop_at_two_paces_is_mixed_at_the_share_of_the_machines_slow_state(tm
     ("state", {"readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 10, "far_s": 0.007}, "fewer readings"),
     ("state", {"readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 2, "far_s": 0.003}, "over the near"),
     ("state", {"readings": 10, "span_s": -1.0, "near_s": 0.003}, "span_s"),
+    ("state", {"readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 0, "far_s": 0.007}, "far"),
 ])
 def test_bad_two_paces_or_machine_state_are_input_errors(where: str, value: dict[str, object], match: str,
                                                          tmp_path: Path) -> None:

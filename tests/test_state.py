@@ -27,6 +27,13 @@ def test_readings_of_one_pace_or_too_few_are_not_split(values: list[float]) -> N
     assert state.two(values) is None
 
 
+def test_a_stray_reading_beyond_both_paces_does_not_hide_them_and_falls_on_its_side_of_the_cut() -> None:
+    steps = [0.39] * 25 + [0.69] * 25
+    assert state.two([*steps, 9.0]) == [False] * 25 + [True] * 26
+    assert state.two([0.01, *steps]) == [False] * 26 + [True] * 25
+    assert state.two([0.003, 0.0031, 0.0029, 9.0]) is None  # without the stray, too few for two groups
+
+
 def test_the_groups_medians_at_exactly_two_paces_apart_split_and_equal_values_stay_on_one_side() -> None:
     assert state.two([1.0, 1.0, 1.5, 1.5]) == [False, False, True, True]
     assert state.two([1.0, 1.0, 1.4999, 1.4999]) is None

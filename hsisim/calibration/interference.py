@@ -412,7 +412,8 @@ class InterferenceProbe:
         self.starts: list[float] = []  # when each round began
         self.worker_builds: list[dict[str, Any]] = []  # each round's build as a worker runs it (threads.worker_build)
         self.inline_blocks: list[float] = []  # the loop without workers: its blocks' build and step (``blocks``)
-        self.inline_steps: list[tuple[float, float]] = []  # and each measured step's build and step
+        # and each measured step's build and step, in the rounds that read the machine's state
+        self.inline_steps: list[tuple[float, float]] = []
         self.readings: list[tuple[float, float]] = []  # (when, ``state.reading``) between the loops, where taken
         self.table = {k: new_row() for k in range(1, max_workers + 1)}
 
@@ -438,7 +439,8 @@ class InterferenceProbe:
         builds, steps = _inline_loop(forever(loader), self.step, INLINE_WARMUP, self.steps, self.cap_s, min_s)
         paced = list(zip(builds, steps, strict=True))
         self.inline_blocks.extend(blocks([b + t for b, t in paced]))
-        self.inline_steps.extend(paced)
+        if read:  # its two paces are kept where the state is read: a threaded build at the libraries' own threads
+            self.inline_steps.extend(paced)
         for key, v in zip(self.alone, (step_alone, build_alone, statistics.fmean(builds), statistics.fmean(steps)),
                           strict=True):
             self.alone[key].append(v)

@@ -127,8 +127,12 @@ def mixed(it: Interference, notes: list[str]) -> tuple[float, float]:
     pace's weighted by the share of time the machine held it (``far_share``), else the loop's means. A run of hours
     lands at the long-run share of the two, where calibration's loop sampled a minute or two of them."""
     share = far_share(it)
-    near, far = it.inline.near, it.inline.far
+    near, far, ms = it.inline.near, it.inline.far, it.machine_state
     if share is None or near is None or far is None:
+        if ms is not None and ms.far is not None:
+            notes.append(f"no workers: the machine's state read between calibration's loops was slow in {ms.far} of "
+                         f"{ms.readings} readings over {ms.span_s:.0f} s, but calibration's loop met one pace: "
+                         "predicted at that loop's pace, which a run's steps may leave for another")
         return it.inline.build_s, it.inline.step_s
     s, where = share
     notes.append(f"no workers: calibration's loop ran at two paces, {1e3 * (near.build_s + near.step_s):.0f} ms a "
@@ -267,10 +271,10 @@ def _sampled(it: Interference, workers: int, used: bool = True) -> str:
     lo_hi, loop, n = _blocks(it, workers)
     if lo_hi is None:
         return ""
+    both = _two(it, workers) if used else ""
     few = (f" Only {n}: too few to have met both of the paces such a loop swings between (a --quick calibration "
            "runs one block a loop; a full calibration runs each such loop for 20 s or longer)."
-           if n is not None and n < FEW_BLOCKS else "")
-    both = _two(it, workers) if used else ""
+           if n is not None and n < FEW_BLOCKS and not both else "")  # its steps met both: they are not too few
     return (f" Calibration's loop {loop} ran {_count(n)}{BLOCK}-step blocks at {lo_hi[0] * 1e3:.0f} to "
             f"{lo_hi[1] * 1e3:.0f} ms a step, waits included (batch {it.batch}).{few}{both}")
 
