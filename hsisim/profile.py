@@ -116,6 +116,11 @@ class Pace(_Part):
     step_s: Positive
     steps: Annotated[int, Field(ge=1)]
 
+    @property
+    def loop_s(self) -> float:
+        """A step of the loop at this pace, its build included."""
+        return self.build_s + self.step_s
+
 
 class InlinePace(_Part):
     """No workers: a batch build and the step after it in a DataLoader loop in one process, as a plain
@@ -137,8 +142,7 @@ class InlinePace(_Part):
         _check_blocks(self.block_step_s, self.block_n)
         if (self.near is None) != (self.far is None):
             raise ValueError("near and far: the loop's two paces, both or neither")
-        if self.near is not None and self.far is not None and \
-                self.near.build_s + self.near.step_s >= self.far.build_s + self.far.step_s:
+        if self.near is not None and self.far is not None and self.near.loop_s >= self.far.loop_s:
             raise ValueError("near and far: the near pace's build and step take less than the far one's")
         return self
 

@@ -135,8 +135,8 @@ def mixed(it: Interference, notes: list[str]) -> tuple[float, float]:
                          "predicted at that loop's pace, which a run's steps may leave for another")
         return it.inline.build_s, it.inline.step_s
     s, where = share
-    notes.append(f"no workers: calibration's loop ran at two paces, {1e3 * (near.build_s + near.step_s):.0f} ms a "
-                 f"step ({near.steps} steps) and {1e3 * (far.build_s + far.step_s):.0f} ms ({far.steps}),"
+    notes.append(f"no workers: calibration's loop ran at two paces, {1e3 * near.loop_s:.0f} ms a "
+                 f"step ({near.steps} steps) and {1e3 * far.loop_s:.0f} ms ({far.steps}),"
                  f" build and step included (batch {it.batch}); mixed at {100 * s:.0f} % of the time at the slower, "
                  f"from {where}")
     return near.build_s * (1 - s) + far.build_s * s, near.step_s * (1 - s) + far.step_s * s
@@ -286,8 +286,8 @@ def _two(it: Interference, workers: int) -> str:
     near, far = it.inline.near, it.inline.far
     if share is None or near is None or far is None:
         return ""
-    return (f" They fell in two paces, {1e3 * (near.build_s + near.step_s):.0f} and "
-            f"{1e3 * (far.build_s + far.step_s):.0f} ms a step: the prediction mixes them at {100 * share[0]:.0f} % "
+    return (f" They fell in two paces, {1e3 * near.loop_s:.0f} and "
+            f"{1e3 * far.loop_s:.0f} ms a step: the prediction mixes them at {100 * share[0]:.0f} % "
             "of the time at the slower, and a run's steps land between the two, at the share of its time its machine "
             "holds the slower.")
 
