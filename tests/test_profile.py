@@ -15,6 +15,7 @@ from hsisim.cli import app
 from hsisim.errors import HsisimInputError
 from hsisim.profile import load_profile
 from hsisim.resolve import resolve_job
+from hsisim.resolve.data import steps_at, time_at
 from hsisim.resolve.workload import workload
 from hsisim.scenario import load_scenario
 from hsisim.sim.micro import MicroSim
@@ -678,23 +679,28 @@ def test_a_loop_at_two_paces_is_mixed_at_the_share_of_the_machines_slow_state(tm
         return resolve_job(load_scenario(DATA_BOUND, [f"calibration={_two_paces(tmp_path, state)}",
                                                       "loader.num_workers=0", *sets]))
 
-    # the readings between the loops: 2 of 10 slow; the mix 0.8 x near + 0.2 x far
+    # the readings between the loops: 2 of 10 slow, a share of the run's time; at 13 and 19 ms a step its steps
+    # are at the far pace in the share (0.2 / 19) / (0.2 / 19 + 0.8 / 13) of them
     read = job({"readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 2, "far_s": 0.0071})
-    assert read.batch_build_s == pytest.approx((0.8 * 0.002 + 0.2 * 0.006) * at64[1])
-    assert read.compute_s == pytest.approx((0.8 * 0.011 + 0.2 * 0.013) * at64[0])
+    n = (0.2 / 0.019) / (0.2 / 0.019 + 0.8 / 0.013)
+    assert read.batch_build_s == pytest.approx(((1 - n) * 0.002 + n * 0.006) * at64[1])
+    assert read.compute_s == pytest.approx(((1 - n) * 0.011 + n * 0.013) * at64[0])
+    # the mean step at batch 32 is the harmonic mean of the paces weighted by time: 1 / (0.8 / 13 + 0.2 / 19) ms
+    assert read.batch_build_s / at64[1] + read.compute_s / at64[0] == pytest.approx(1 / (0.8 / 0.013 + 0.2 / 0.019))
     said = [n for n in read.notes if "two paces" in n]
     assert said == ["no workers: calibration's loop ran at two paces, 13 ms a step (30 steps) and 19 ms (10), "
-                    "build and step included (batch 32); mixed at 20 % of the time at the slower, from the machine's "
-                    "state read between calibration's loops, slow in 2 of 10 readings over 480 s (a small SVD at the "
-                    "BLAS libraries' own threads: 3.00 or 7.10 ms)"], read.notes
-    # readings of one state, or none: the loop's own steps, 10 of 40 slow
+                    "build and step included (batch 32); mixed at 20 % of the time at the slower (15 % of the steps), "
+                    "from the machine's state read between calibration's loops, slow in 2 of 10 readings over 480 s "
+                    "(a small SVD at the BLAS libraries' own threads: 3.00 or 7.10 ms)"], read.notes
+    # readings of one state, or none: the loop's own steps, 10 of 40 slow (a share of steps: 10 x 19 ms of the
+    # loop's 30 x 13 + 10 x 19 ms, 33 % of its time)
     for state, why in (({"readings": 10, "span_s": 480.0, "near_s": 0.003},
                         "kept one pace throughout (10 readings over 480 s)"), (None, "has no readings")):
         own = job(state)
         assert own.batch_build_s == pytest.approx((0.75 * 0.002 + 0.25 * 0.006) * at64[1])
         assert own.compute_s == pytest.approx((0.75 * 0.011 + 0.25 * 0.013) * at64[0])
-        assert any("mixed at 25 % of the time at the slower, from the loop's own steps" in n and why in n
-                   for n in own.notes), own.notes
+        assert any("mixed at 33 % of the time at the slower (25 % of the steps), from the loop's own steps" in n
+                   and why in n for n in own.notes), own.notes
     # with workers the loops with workers' paces, as before: the readings change nothing
     with_workers = [resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"]))
                     for p in (_interference_profile(tmp_path), _two_paces(tmp_path, {
@@ -708,8 +714,9 @@ def test_a_loop_at_two_paces_is_mixed_at_the_share_of_the_machines_slow_state(tm
     p.write_text(json.dumps(prof))
     warned = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=0"])).warnings
     assert "ran 4 10-step blocks at 12 to 19 ms a step, waits included (batch 32). They fell in two paces, 13 " \
-        "and 19 ms a step: the prediction mixes them at 20 % of the time at the slower, and a run's steps land " \
-        "between the two, at the share of its time its machine holds the slower. Limit those" in warned[0], warned
+        "and 19 ms a step: the prediction mixes them at 20 % of the time at the slower (15 % of the steps), and a " \
+        "run's steps land between the two, at the share of its time its machine holds the slower. Limit those" \
+        in warned[0], warned
     # where the run does not use them (other training threads than the profile's), no word of the mix
     other = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=0",
                                                    "training.threads=2"])).warnings
@@ -720,6 +727,16 @@ def test_a_loop_at_two_paces_is_mixed_at_the_share_of_the_machines_slow_state(tm
     p.write_text(json.dumps(prof))
     one = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"])).warnings
     assert "loop with 1 worker(s) ran 10-step blocks" in one[0] and "They fell in two paces" not in one[0]
+
+
+def test_a_share_of_time_and_a_share_of_steps_convert_both_ways() -> None:
+    # half the time at 0.8 s a step, half at 0.4 s: 0.625 steps a second against 1.25, a third of the steps
+    assert steps_at(0.5, 0.4, 0.8) == pytest.approx(1 / 3)
+    assert time_at(1 / 3, 0.4, 0.8) == pytest.approx(0.5)
+    for share in (0.0, 0.17, 0.5, 0.83, 1.0):
+        assert time_at(steps_at(share, 0.386, 0.689), 0.386, 0.689) == pytest.approx(share)
+        assert steps_at(share, 0.5, 0.5) == pytest.approx(share)  # one pace: the same share
+        assert steps_at(share, 0.386, 0.689) <= share  # the slower pace holds fewer steps than seconds
 
 
 def test_readings_in_two_states_beside_a_loop_at_one_pace_are_said_and_the_loop_is_predicted(tmp_path: Path) -> None:

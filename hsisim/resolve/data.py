@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from hsisim import catalog
 from hsisim.analytic import datapipe
@@ -103,29 +103,58 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                 row.step_base, _lever(sc, measured))
 
 
-def far_share(it: Interference) -> tuple[float, str] | None:
-    """The share of a run's time at the far pace, where calibration's loop without workers ran at two (``near`` and
+class Share(NamedTuple):
+    """The slower of two paces' share of a run: of its time and of its steps (a run holding the slower pace for a
+    share of its time takes fewer of its steps there, since they are longer), and where the share comes from."""
+
+    time: float
+    steps: float
+    where: str
+
+
+def steps_at(time: float, near_s: float, far_s: float) -> float:
+    """The share of a run's steps at a step of ``far_s``, where it holds that pace for ``time`` of its seconds and
+    a step of ``near_s`` for the rest: each pace's steps are its seconds over its step."""
+    at_far, at_near = time / far_s, (1 - time) / near_s
+    return at_far / (at_far + at_near)
+
+
+def time_at(steps: float, near_s: float, far_s: float) -> float:
+    """The share of a run's seconds at a step of ``far_s``, where ``steps`` of its steps ran at it and the rest at
+    ``near_s`` (``steps_at``'s inverse)."""
+    at_far, at_near = steps * far_s, (1 - steps) * near_s
+    return at_far / (at_far + at_near)
+
+
+def far_share(it: Interference) -> Share | None:
+    """The slower pace's share of a run, where calibration's loop without workers ran at two (``near`` and
     ``far``), and where it comes from: the machine's state read between calibration's loops where those readings fell
     in two states (they span the rounds, where the loop's steps sample its own seconds), else the loop's own
-    steps."""
+    steps. The readings are moments, a share of time; the loop's steps a share of steps."""
     near, far, ms = it.inline.near, it.inline.far, it.machine_state
     if near is None or far is None:
         return None
     if ms is not None and ms.far_share is not None and ms.far_s is not None:
-        return ms.far_share, (
+        return Share(ms.far_share, steps_at(ms.far_share, near.loop_s, far.loop_s), (
             f"the machine's state read between calibration's loops, slow in {ms.far} of {ms.readings} readings over "
             f"{ms.span_s:.0f} s (a small SVD at the BLAS libraries' own threads: {ms.near_s * 1e3:.2f} or "
-            f"{ms.far_s * 1e3:.2f} ms)")
+            f"{ms.far_s * 1e3:.2f} ms)"))
     said = ("the machine's state read between its loops kept one pace throughout "
             f"({ms.readings} readings over {ms.span_s:.0f} s)" if ms is not None else
             "the profile has no readings of the machine's state between its loops")
-    return far.steps / (near.steps + far.steps), f"the loop's own steps ({said})"
+    steps = far.steps / (near.steps + far.steps)
+    return Share(time_at(steps, near.loop_s, far.loop_s), steps, f"the loop's own steps ({said})")
+
+
+def _at(share: Share) -> str:
+    return f"{100 * share.time:.0f} % of the time at the slower ({100 * share.steps:.0f} % of the steps)"
 
 
 def mixed(it: Interference, notes: list[str]) -> tuple[float, float]:
     """The loop without workers' build and step (at the profile's batch): where its steps ran at two paces, each
-    pace's weighted by the share of time the machine held it (``far_share``), else the loop's means. A run of hours
-    lands at the long-run share of the two, where calibration's loop sampled a minute or two of them."""
+    pace's weighted by its share of the run's steps (``far_share``), else the loop's means. A run of hours lands at
+    the long-run share of the two, where calibration's loop sampled a minute or two of them; its mean step is then
+    the harmonic mean of the two paces weighted by their shares of its time."""
     share = far_share(it)
     near, far, ms = it.inline.near, it.inline.far, it.machine_state
     if share is None or near is None or far is None:
@@ -134,11 +163,10 @@ def mixed(it: Interference, notes: list[str]) -> tuple[float, float]:
                          f"{ms.readings} readings over {ms.span_s:.0f} s, but calibration's loop met one pace: "
                          "predicted at that loop's pace, which a run's steps may leave for another")
         return it.inline.build_s, it.inline.step_s
-    s, where = share
+    s = share.steps
     notes.append(f"no workers: calibration's loop ran at two paces, {1e3 * near.loop_s:.0f} ms a "
                  f"step ({near.steps} steps) and {1e3 * far.loop_s:.0f} ms ({far.steps}),"
-                 f" build and step included (batch {it.batch}); mixed at {100 * s:.0f} % of the time at the slower, "
-                 f"from {where}")
+                 f" build and step included (batch {it.batch}); mixed at {_at(share)}, from {share.where}")
     return near.build_s * (1 - s) + far.build_s * s, near.step_s * (1 - s) + far.step_s * s
 
 
@@ -287,9 +315,8 @@ def _two(it: Interference, workers: int) -> str:
     if share is None or near is None or far is None:
         return ""
     return (f" They fell in two paces, {1e3 * near.loop_s:.0f} and "
-            f"{1e3 * far.loop_s:.0f} ms a step: the prediction mixes them at {100 * share[0]:.0f} % "
-            "of the time at the slower, and a run's steps land between the two, at the share of its time its machine "
-            "holds the slower.")
+            f"{1e3 * far.loop_s:.0f} ms a step: the prediction mixes them at {_at(share)}, and a run's "
+            "steps land between the two, at the share of its time its machine holds the slower.")
 
 
 def _inline_how(it: Interference) -> str:
