@@ -147,6 +147,7 @@ def far_share(it: Interference) -> Share | None:
 
 
 def _at(share: Share) -> str:
+    """The share in words, of time and of steps."""
     return f"{100 * share.time:.0f} % of the time at the slower ({100 * share.steps:.0f} % of the steps)"
 
 
@@ -154,7 +155,8 @@ def mixed(it: Interference, notes: list[str]) -> tuple[float, float]:
     """The loop without workers' build and step (at the profile's batch): where its steps ran at two paces, each
     pace's weighted by its share of the run's steps (``far_share``), else the loop's means. A run of hours lands at
     the long-run share of the two, where calibration's loop sampled a minute or two of them; its mean step is then
-    the harmonic mean of the two paces weighted by their shares of its time."""
+    the harmonic mean of the two paces weighted by their shares of its time. The share of steps is taken at the
+    profile's batch: a run at another batch, whose build and step scale apart, takes a slightly other share."""
     share = far_share(it)
     near, far, ms = it.inline.near, it.inline.far, it.machine_state
     if share is None or near is None or far is None:
