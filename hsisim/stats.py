@@ -54,5 +54,10 @@ def proportion(ok: np.ndarray) -> tuple[float, list[float]]:
     k, n = int(ok.sum()), len(ok)
     if n == 0:
         return math.nan, [0.0, 1.0]
+    return k / n, list(wilson(k, n))
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion, ``k`` of ``n`` independent trials (``n`` > 0)."""
     ci = stats.binomtest(k, n).proportion_ci(confidence_level=LEVEL, method="wilson")
-    return k / n, [float(ci.low), float(ci.high)]
+    return float(ci.low), float(ci.high)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from hsisim.cli import app
 from hsisim.errors import HsisimInputError
 from hsisim.profile import load_profile
 from hsisim.resolve import resolve_job
-from hsisim.resolve.data import steps_at, time_at
+from hsisim.resolve.data import far_share, pace_at, steps_at, time_at
 from hsisim.resolve.workload import workload
 from hsisim.scenario import load_scenario
 from hsisim.sim.micro import MicroSim
@@ -691,7 +692,17 @@ def test_a_loop_at_two_paces_is_mixed_at_the_share_of_the_machines_slow_state(tm
     assert said == ["no workers: calibration's loop ran at two paces, 13 ms a step (30 steps) and 19 ms (10), "
                     "build and step included (batch 32); mixed at 20 % of the time at the slower (15 % of the steps), "
                     "from the machine's state read between calibration's loops, slow in 2 of 10 readings over 480 s "
-                    "(a small SVD at the BLAS libraries' own threads: 3.00 or 7.10 ms)"], read.notes
+                    "(a small SVD at the BLAS libraries' own threads: 3.00 or 7.10 ms); the readings, taken as "
+                    "independent, put a run of hours at 6-51 % of its time at the slower (95 %): 13-15 ms a step"
+                    ], read.notes
+    # that band: Wilson's 95 % interval of 2 in 10, and the harmonic mean of the paces at each end
+    z = 1.959963984540054
+    centre, half = (0.2 + z * z / 20) / (1 + z * z / 10), z * math.sqrt(0.2 * 0.8 / 10 + z * z / 400) / (1 + z * z / 10)
+    share = far_share(load_profile(_two_paces(tmp_path, {"readings": 10, "span_s": 480.0, "near_s": 0.003, "far": 2,
+                                                         "far_s": 0.0071})).data["getitem"]["interference"])
+    assert share is not None and share.band == pytest.approx((centre - half, centre + half), rel=1e-9)
+    assert share.band == pytest.approx((0.0567, 0.5098), abs=1e-4)
+    assert [1 / ((1 - t) / 0.013 + t / 0.019) for t in share.band] == pytest.approx([0.013237, 0.015494], abs=1e-6)
     # readings of one state, or none: the loop's own steps, 10 of 40 slow (a share of steps: 10 x 19 ms of the
     # loop's 30 x 13 + 10 x 19 ms, 33 % of its time)
     for state, why in (({"readings": 10, "span_s": 480.0, "near_s": 0.003},
@@ -700,7 +711,7 @@ def test_a_loop_at_two_paces_is_mixed_at_the_share_of_the_machines_slow_state(tm
         assert own.batch_build_s == pytest.approx((0.75 * 0.002 + 0.25 * 0.006) * at64[1])
         assert own.compute_s == pytest.approx((0.75 * 0.011 + 0.25 * 0.013) * at64[0])
         assert any("mixed at 33 % of the time at the slower (25 % of the steps), from the loop's own steps" in n
-                   and why in n for n in own.notes), own.notes
+                   and why in n and "95 %" not in n for n in own.notes), own.notes  # a spell's steps: no band
     # with workers the loops with workers' paces, as before: the readings change nothing
     with_workers = [resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=1"]))
                     for p in (_interference_profile(tmp_path), _two_paces(tmp_path, {
@@ -715,7 +726,9 @@ def test_a_loop_at_two_paces_is_mixed_at_the_share_of_the_machines_slow_state(tm
     warned = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=0"])).warnings
     assert "ran 4 10-step blocks at 12 to 19 ms a step, waits included (batch 32). They fell in two paces, 13 " \
         "and 19 ms a step: the prediction mixes them at 20 % of the time at the slower (15 % of the steps), and a " \
-        "run's steps land between the two, at the share of its time its machine holds the slower. Limit those" \
+        "run's steps land between the two, at the share of its time its machine holds the slower; the readings, " \
+        "taken as independent, put a run of hours at 6-51 % of its time at the slower (95 %): 13-15 ms a step. " \
+        "Limit those" \
         in warned[0], warned
     # where the run does not use them (other training threads than the profile's), no word of the mix
     other = resolve_job(load_scenario(DATA_BOUND, [f"calibration={p}", "loader.num_workers=0",
@@ -737,6 +750,10 @@ def test_a_share_of_time_and_a_share_of_steps_convert_both_ways() -> None:
         assert time_at(steps_at(share, 0.386, 0.689), 0.386, 0.689) == pytest.approx(share)
         assert steps_at(share, 0.5, 0.5) == pytest.approx(share)  # one pace: the same share
         assert steps_at(share, 0.386, 0.689) <= share  # the slower pace holds fewer steps than seconds
+        # the mean step: the steps' mix of the paces, which is the paces' harmonic mean weighted by time
+        s = steps_at(share, 0.386, 0.689)
+        assert pace_at(share, 0.386, 0.689) == pytest.approx((1 - s) * 0.386 + s * 0.689)
+    assert pace_at(0.5, 0.4, 0.8) == pytest.approx(1 / (0.5 / 0.4 + 0.5 / 0.8))  # 0.533 s, not the 0.6 s of a mean
 
 
 def test_readings_in_two_states_beside_a_loop_at_one_pace_are_said_and_the_loop_is_predicted(tmp_path: Path) -> None:
