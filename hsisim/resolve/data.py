@@ -131,7 +131,7 @@ def time_at(steps: float, near_s: float, far_s: float) -> float:
 
 def pace_at(time: float, near_s: float, far_s: float) -> float:
     """The mean step of a run that holds a step of ``far_s`` for ``time`` of its seconds and ``near_s`` for the rest:
-    the two paces' harmonic mean weighted by time (its steps over its seconds, ``steps_at``)."""
+    the two paces' harmonic mean weighted by time (its seconds over its steps, ``steps_at``)."""
     return 1 / ((1 - time) / near_s + time / far_s)
 
 
