@@ -16,7 +16,7 @@ from hsisim.cli import app
 from hsisim.errors import HsisimInputError
 from hsisim.profile import load_profile
 from hsisim.resolve import resolve_job
-from hsisim.resolve.data import far_share, pace_at, steps_at, time_at
+from hsisim.resolve.twopace import far_share, pace_at, steps_at, time_at
 from hsisim.resolve.workload import workload
 from hsisim.scenario import load_scenario
 from hsisim.sim.micro import MicroSim

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from hsisim import catalog, stats
+from hsisim import catalog
 from hsisim.analytic import datapipe
 from hsisim.analytic.compute import LinearCost
 from hsisim.errors import HsisimInputError
 from hsisim.profile import BLAS_LEVER, BLOCK, THREADED_BUILD, Interference, Profile, WorkerPace
 from hsisim.resolve.compute import Steps
 from hsisim.resolve.hardware import Hardware
+from hsisim.resolve.twopace import band_in_words, far_share, in_words
 from hsisim.resolve.workload import Workload
 from hsisim.scenario import Scenario
 from hsisim.sim.spec import Paces
@@ -103,79 +104,6 @@ def data(sc: Scenario, hw: Hardware, wl: Workload, st: Steps, prof: Profile | No
                 row.step_base, _lever(sc, measured))
 
 
-class Share(NamedTuple):
-    """The slower of two paces' share of a run: of its time and of its steps (a run holding the slower pace for a
-    share of its time takes fewer of its steps there, since they are longer), and where the share comes from."""
-
-    time: float
-    steps: float
-    where: str
-    # the 95 % interval of the share of time a run of hours holds the slower, where readings of the machine's state
-    # gave the share (``far_share``); None where the loop's own steps did (consecutive steps share a spell)
-    band: tuple[float, float] | None = None
-
-
-def steps_at(time: float, near_s: float, far_s: float) -> float:
-    """The share of a run's steps at a step of ``far_s``, where it holds that pace for ``time`` of its seconds and
-    a step of ``near_s`` for the rest: each pace's steps are its seconds over its step."""
-    at_far, at_near = time / far_s, (1 - time) / near_s
-    return at_far / (at_far + at_near)
-
-
-def time_at(steps: float, near_s: float, far_s: float) -> float:
-    """The share of a run's seconds at a step of ``far_s``, where ``steps`` of its steps ran at it and the rest at
-    ``near_s`` (``steps_at``'s inverse)."""
-    at_far, at_near = steps * far_s, (1 - steps) * near_s
-    return at_far / (at_far + at_near)
-
-
-def pace_at(time: float, near_s: float, far_s: float) -> float:
-    """The mean step of a run that holds a step of ``far_s`` for ``time`` of its seconds and ``near_s`` for the rest:
-    the two paces' harmonic mean weighted by time (its seconds over its steps, ``steps_at``)."""
-    return 1 / ((1 - time) / near_s + time / far_s)
-
-
-def far_share(it: Interference) -> Share | None:
-    """The slower pace's share of a run, where calibration's loop without workers ran at two (``near`` and
-    ``far``), and where it comes from: the machine's state read between calibration's loops where those readings fell
-    in two states (they span the rounds, where the loop's steps sample its own seconds), else the loop's own
-    steps. The readings are moments, a share of time; the loop's steps a share of steps.
-
-    Where the readings gave it, so does its 95 % interval for a run of hours (``band``): Wilson's, the readings taken
-    as independent draws of the state. On the VM this was developed on (December 2026) they were: over fourteen full
-    calibrations, two readings in a row of the same round read the same state 67 times in 126, where independent
-    draws at each calibration's share would 69 (``docs/model.md``). A machine whose spells outlast the readings'
-    spacing would make the band too narrow."""
-    near, far, ms = it.inline.near, it.inline.far, it.machine_state
-    if near is None or far is None:
-        return None
-    if ms is not None and ms.far is not None and ms.far_share is not None and ms.far_s is not None:
-        return Share(ms.far_share, steps_at(ms.far_share, near.loop_s, far.loop_s), (
-            f"the machine's state read between calibration's loops, slow in {ms.far} of {ms.readings} readings over "
-            f"{ms.span_s:.0f} s (a small SVD at the BLAS libraries' own threads: {ms.near_s * 1e3:.2f} or "
-            f"{ms.far_s * 1e3:.2f} ms)"), stats.wilson(ms.far, ms.readings))
-    said = ("the machine's state read between its loops kept one pace throughout "
-            f"({ms.readings} readings over {ms.span_s:.0f} s)" if ms is not None else
-            "the profile has no readings of the machine's state between its loops")
-    steps = far.steps / (near.steps + far.steps)
-    return Share(time_at(steps, near.loop_s, far.loop_s), steps, f"the loop's own steps ({said})")
-
-
-def _at(share: Share) -> str:
-    """The share in words, of time and of steps."""
-    return f"{100 * share.time:.0f} % of the time at the slower ({100 * share.steps:.0f} % of the steps)"
-
-
-def _band(share: Share, near_s: float, far_s: float) -> str:
-    """The share's 95 % interval for a run of hours in words, and the mean step at each end, where it has one."""
-    if share.band is None:
-        return ""
-    lo, hi = share.band
-    return (f"; the readings, taken as independent, put a run of hours at {100 * lo:.0f}-{100 * hi:.0f} % of its "
-            f"time at the slower (95 %): {1e3 * pace_at(lo, near_s, far_s):.0f}-"
-            f"{1e3 * pace_at(hi, near_s, far_s):.0f} ms a step")
-
-
 def mixed(it: Interference, notes: list[str]) -> tuple[float, float]:
     """The loop without workers' build and step (at the profile's batch): where its steps ran at two paces, each
     pace's weighted by its share of the run's steps (``far_share``), else the loop's means. A run of hours lands at
@@ -193,8 +121,8 @@ def mixed(it: Interference, notes: list[str]) -> tuple[float, float]:
     s = share.steps
     notes.append(f"no workers: calibration's loop ran at two paces, {1e3 * near.loop_s:.0f} ms a "
                  f"step ({near.steps} steps) and {1e3 * far.loop_s:.0f} ms ({far.steps}),"
-                 f" build and step included (batch {it.batch}); mixed at {_at(share)}, from {share.where}"
-                 f"{_band(share, near.loop_s, far.loop_s)}")
+                 f" build and step included (batch {it.batch}); mixed at {in_words(share)}, from {share.where}"
+                 f"{band_in_words(share, near.loop_s, far.loop_s)}")
     return near.build_s * (1 - s) + far.build_s * s, near.step_s * (1 - s) + far.step_s * s
 
 
@@ -343,9 +271,9 @@ def _two(it: Interference, workers: int) -> str:
     if share is None or near is None or far is None:
         return ""
     return (f" They fell in two paces, {1e3 * near.loop_s:.0f} and "
-            f"{1e3 * far.loop_s:.0f} ms a step: the prediction mixes them at {_at(share)}, and a run's "
+            f"{1e3 * far.loop_s:.0f} ms a step: the prediction mixes them at {in_words(share)}, and a run's "
             "steps land between the two, at the share of its time its machine holds the slower"
-            f"{_band(share, near.loop_s, far.loop_s)}.")
+            f"{band_in_words(share, near.loop_s, far.loop_s)}.")
 
 
 def _inline_how(it: Interference) -> str:
