@@ -115,13 +115,17 @@ def band(r: dict[str, Any]) -> tuple[float, float, float] | None:
     if "far" not in r or not ms.get("far"):
         return None
     near, far = (1e3 * (r[k]["build_s"] + r[k]["step_s"]) for k in ("near", "far"))
-    return tuple(1 / ((1 - t) / near + t / far)  # type: ignore[return-value]
-                 for t in (*wilson(ms["far"], ms["readings"]), ms["far"] / ms["readings"]))
+
+    def step(t: float) -> float:  # the mean step at a share t of the time at the far pace
+        return 1 / ((1 - t) / near + t / far)
+
+    lo, hi = wilson(ms["far"], ms["readings"])
+    return step(lo), step(hi), step(ms["far"] / ms["readings"])
 
 
 def bands(by: dict[str, list[dict[str, Any]]]) -> None:
     """The second table (module doc), for the configurations that have such rounds."""
-    rows = {name: [r for r in rs if band(r) is not None] for name, rs in by.items()}
+    rows = {name: [(r, b) for r in rs if (b := band(r)) is not None] for name, rs in by.items()}
     if not any(rows.values()):
         return
     print("\n| config | rounds | the band (ms) against the user's mean ± 95 % CI, per round | user's mean inside "
@@ -130,13 +134,12 @@ def bands(by: dict[str, list[dict[str, Any]]]) -> None:
     for name, rs in rows.items():
         inside = widened = 0
         each = []
-        for r in rs:
-            lo, hi, pred = band(r)  # type: ignore[misc]
+        for r, (lo, hi, middle) in rs:
             steps = r["user_step_ms"]
             u, ci = statistics.fmean(steps), ci95(steps)
-            edge = hi - pred if u > pred else pred - lo
+            edge = hi - middle if u > middle else middle - lo
             inside += lo <= u <= hi
-            widened += abs(u - pred) <= math.hypot(edge, ci)
+            widened += abs(u - middle) <= math.hypot(edge, ci)
             each.append(f"{lo:.0f}-{hi:.0f} vs {u:.0f} ± {ci:.0f}")
         if rs:
             print(f"| {name} | {len(rs)} | {'; '.join(each)} | {inside} of {len(rs)} | {widened} of {len(rs)} |")
