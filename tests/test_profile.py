@@ -702,7 +702,7 @@ def test_a_loop_at_two_paces_is_mixed_at_the_share_of_the_machines_slow_state(tm
                                                          "far_s": 0.0071})).data["getitem"]["interference"])
     assert share is not None and share.band == pytest.approx((centre - half, centre + half), rel=1e-9)
     assert share.band == pytest.approx((0.0567, 0.5098), abs=1e-4)
-    assert [1 / ((1 - t) / 0.013 + t / 0.019) for t in share.band] == pytest.approx([0.013237, 0.015494], abs=1e-6)
+    assert [pace_at(t, 0.013, 0.019) for t in share.band] == pytest.approx([0.013237, 0.015494], abs=1e-6)
     # readings of one state, or none: the loop's own steps, 10 of 40 slow (a share of steps: 10 x 19 ms of the
     # loop's 30 x 13 + 10 x 19 ms, 33 % of its time)
     for state, why in (({"readings": 10, "span_s": 480.0, "near_s": 0.003},
